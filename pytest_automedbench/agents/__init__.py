@@ -1,0 +1,45 @@
+"""Agent backends and the `--amb-model` registry.
+
+Names (a public contract, see docs/agents.md): reference, null, script:PATH, claude,
+claude:<model-id>, gpt, openai:<model-id>, command:<shell command>; anything else is offered
+to plugins through the `pytest_amb_make_agent` hook.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .base import Agent, AgentError, Reply, ToolCall, Usage
+from .scripted import NullAgent, ScriptAgent, StepFileError
+
+
+class AgentUnavailable(Exception):
+    """This agent cannot run this task (e.g. no reference solution): the test is skipped."""
+
+
+def make_agent(spec: str, task=None, *, plugin_hook: Callable[..., Any] | None = None, **options) -> Agent:
+    """Build the agent named by `spec` for `task` (a tasks.LoadedTask)."""
+    kind, _, arg = spec.partition(":")
+    if spec == "null":
+        return NullAgent()
+    if spec == "reference":
+        if task is None or not task.spec.reference_solution:
+            raise AgentUnavailable("the reference agent has no solution for this task "
+                                   "(reference_solution is not set in its task file)")
+        return ScriptAgent(task.resolve(task.spec.reference_solution), name="reference")
+    if kind == "script" and arg:
+        return ScriptAgent(Path(arg).expanduser())
+    if kind in ("claude", "gpt", "openai", "command"):
+        from .backends import make_vendor_agent
+
+        return make_vendor_agent(kind, arg, **options)
+    if plugin_hook is not None:
+        agent = plugin_hook(spec=spec, task=task)
+        if agent is not None:
+            return agent
+    raise AgentError(f"unknown agent {spec!r} (built in: reference, null, script:PATH, claude[:ID], "
+                     "gpt, openai:ID, command:CMD; others come from plugins via pytest_amb_make_agent)")
+
+
+__all__ = ["Agent", "AgentError", "AgentUnavailable", "NullAgent", "Reply", "ScriptAgent", "StepFileError",
+           "ToolCall", "Usage", "make_agent"]

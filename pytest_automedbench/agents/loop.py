@@ -1,0 +1,211 @@
+"""The agent loop: one conversation, tools execute_code and submit_results, limits as outcomes.
+
+The loop owns everything between "here is the brief" and "the run has ended": it asks the agent
+for a turn, runs each tool call in the sandbox, feeds back the tail of the output, and stops on
+submit_results, on a reply without a tool call, or on a limit (recorded in `RunRecord.limit_hit`,
+never raised). Only infrastructure faults (`AgentError`, `SandboxError`) propagate.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..sandbox.base import ExecResult, Sandbox
+from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, Message, Reply, ToolCall, Usage
+
+SYSTEM_PROMPT = (
+    "You are an autonomous medical-AI research agent working in a sandbox. Work through the task "
+    "with the execute_code tool and call submit_results when your outputs are final."
+)
+
+
+@dataclass
+class Limits:
+    max_turns: int = 50
+    time_limit_s: float = 3600.0
+    cell_timeout_s: float = 600.0
+    max_tokens: int | None = None  # total tokens of every kind across the run
+    max_cost_usd: float | None = None
+    stdout_chars: int = 3000  # tail of each stream fed back to the model
+    stderr_chars: int = 2000
+
+
+@dataclass
+class TraceEvent:
+    """One tool call and what it did."""
+
+    index: int
+    turn: int
+    tool: str
+    started_s: float  # seconds since the run started
+    language: str | None = None
+    code: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+    blocked: str | None = None
+    outputs_after: int = 0  # files under the output folder after the call
+    stage: str | None = None  # S1..S5, filled by the judge's stage attribution
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunRecord:
+    conversation: list[Message] = field(default_factory=list)
+    trace: list[TraceEvent] = field(default_factory=list)
+    turns: int = 0
+    submitted: bool = False
+    ended_by: str = "not_started"  # submit | no_tool_call | limit
+    limit_hit: str | None = None  # max_turns | time_limit | max_tokens | max_cost
+    wall_time_s: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    api_calls: int = 0
+    retries: int = 0
+    cost_usd: float | None = None
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    disqualified: bool = False
+
+    def code_cells(self) -> list[TraceEvent]:
+        return [e for e in self.trace if e.tool == EXECUTE_CODE and e.code is not None]
+
+
+@dataclass
+class RunContext:
+    """What an agent that drives itself (command:) gets instead of the loop."""
+
+    sandbox: Sandbox
+    brief: str
+    limits: Limits
+    record: RunRecord
+    output_dir: Path
+    started: float
+
+
+def format_tool_output(result: ExecResult, limits: Limits) -> str:
+    """What the model sees of a cell: the exit code and the tails of both streams."""
+    if result.blocked:
+        return f"BLOCKED by the sandbox policy: {result.blocked}\nThe cell did not run."
+    parts = [f"exit_code: {result.exit_code}" + (" (timed out)" if result.timed_out else "")]
+    for label, text, cap in (("stdout", result.stdout, limits.stdout_chars),
+                             ("stderr", result.stderr, limits.stderr_chars)):
+        if text:
+            cut = len(text) > cap
+            parts.append(f"[{label}{' (tail)' if cut else ''}]\n{text[-cap:] if cut else text}")
+    return "\n".join(parts)
+
+
+def count_outputs(output_dir: Path) -> int:
+    n = 0
+    for _root, _dirs, files in os.walk(output_dir):
+        n += len(files)
+    return n
+
+
+class AgentLoop:
+    def __init__(self, agent: Agent, sandbox: Sandbox, limits: Limits, output_dir: Path,
+                 cost_fn: Callable[[str | None, Usage], float | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.agent, self.sandbox, self.limits = agent, sandbox, limits
+        self.output_dir = output_dir
+        self.cost_fn = cost_fn
+        self.clock = clock
+
+    def run(self, brief: str) -> RunRecord:
+        record = RunRecord(conversation=[{"role": "system", "content": SYSTEM_PROMPT},
+                                         {"role": "user", "content": brief}])
+        started = self.clock()
+        try:
+            if self.agent.drives_itself:
+                self.agent.run(RunContext(self.sandbox, brief, self.limits, record, self.output_dir, started))
+            else:
+                self._converse(record, started)
+        finally:
+            record.wall_time_s = round(self.clock() - started, 3)
+        return record
+
+    # -- the conversation ------------------------------------------------------------------
+    def _converse(self, record: RunRecord, started: float) -> None:
+        lim = self.limits
+        while True:
+            if record.turns >= lim.max_turns:
+                return self._stop(record, "max_turns")
+            if self.clock() - started >= lim.time_limit_s:
+                return self._stop(record, "time_limit")
+            reply = self.agent.respond(record.conversation, TOOLS)
+            self._account(record, reply)
+            record.conversation.append(reply.as_message())
+            if not reply.tool_calls:
+                record.ended_by = "no_tool_call"
+                return
+            for call in reply.tool_calls:
+                if call.name == SUBMIT_RESULTS:
+                    record.submitted = True
+                    record.trace.append(TraceEvent(len(record.trace), record.turns, SUBMIT_RESULTS,
+                                                   round(self.clock() - started, 3),
+                                                   outputs_after=count_outputs(self.output_dir)))
+                    record.conversation.append(_tool_message(call, "Submission received. The run is over."))
+                    record.ended_by = "submit"
+                    return
+                text = self._call(record, call, started)
+                record.conversation.append(_tool_message(call, text))
+                if record.disqualified:
+                    return self._stop(record, None)
+                if self.clock() - started >= lim.time_limit_s:
+                    return self._stop(record, "time_limit")
+            hit = self._budget_hit(record)
+            if hit:
+                return self._stop(record, hit)
+
+    def _call(self, record: RunRecord, call: ToolCall, started: float) -> str:
+        args = call.arguments
+        if call.name != EXECUTE_CODE:
+            return f"error: unknown tool {call.name!r}; the tools are execute_code and submit_results"
+        if "__invalid_json__" in args:
+            return "error: the tool arguments were not valid JSON; send {\"language\": ..., \"code\": ...}"
+        language, code = args.get("language", "python"), args.get("code")
+        if language not in ("python", "bash") or not isinstance(code, str):
+            return "error: execute_code needs language (python or bash) and code (a string)"
+        remaining = self.limits.time_limit_s - (self.clock() - started)
+        timeout = max(1.0, min(self.limits.cell_timeout_s, remaining))
+        at = round(self.clock() - started, 3)
+        result = self.sandbox.exec(code, language, timeout=timeout)
+        record.trace.append(TraceEvent(
+            index=len(record.trace), turn=record.turns, tool=EXECUTE_CODE, started_s=at,
+            language=language, code=code, stdout=result.stdout, stderr=result.stderr,
+            exit_code=result.exit_code, duration_s=round(result.duration_s, 3), timed_out=result.timed_out,
+            truncated=result.truncated, blocked=result.blocked, outputs_after=count_outputs(self.output_dir),
+        ))
+        return format_tool_output(result, self.limits)
+
+    def _account(self, record: RunRecord, reply: Reply) -> None:
+        record.turns += 1
+        record.usage += reply.usage
+        record.api_calls += reply.api_calls
+        record.retries += reply.retries
+        if self.cost_fn is not None:
+            record.cost_usd = self.cost_fn(self.agent.model_id, record.usage)
+
+    def _budget_hit(self, record: RunRecord) -> str | None:
+        lim = self.limits
+        if lim.max_tokens is not None and record.usage.total() >= lim.max_tokens:
+            return "max_tokens"
+        if lim.max_cost_usd is not None and record.cost_usd is not None and record.cost_usd >= lim.max_cost_usd:
+            return "max_cost"
+        return None
+
+    @staticmethod
+    def _stop(record: RunRecord, limit: str | None) -> None:
+        record.ended_by = "limit" if limit else "disqualified"
+        record.limit_hit = limit
+
+
+def _tool_message(call: ToolCall, content: str) -> Message:
+    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}

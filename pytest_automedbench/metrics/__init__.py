@@ -1,0 +1,25 @@
+"""Track metrics: one module per track, looked up by the task's track name.
+
+Each module has `evaluate(task, outputs_dir, private_dir, public_dir) -> TrackResult`.
+Plugins add or replace a track's metric through the `pytest_amb_track_metric` hook.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from .base import CaseError, TrackResult
+
+_MODULES = {
+    "segmentation": "pytest_automedbench.metrics.segmentation",
+}
+
+
+def metric_module(track: str) -> ModuleType:
+    try:
+        return importlib.import_module(_MODULES[track])
+    except KeyError:
+        raise LookupError(f"no metric module for track {track!r} yet") from None
+
+
+__all__ = ["CaseError", "TrackResult", "metric_module"]

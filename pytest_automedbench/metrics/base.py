@@ -1,0 +1,48 @@
+"""What every track metric returns, and the per-case error record its checker produces.
+
+A track module exposes `evaluate(task, outputs_dir, private_dir, public_dir) -> TrackResult`.
+It never raises on a bad submission: each broken case becomes a `CaseError` and the case counts
+as not completed. `score` is the track metric over the valid cases in [0, 1] (direction already
+applied); Task = score x completion_rate is computed by scoring.py, not here.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class CaseError:
+    case: str
+    problem: str  # e.g. "missing file", "wrong shape (10, 10) != (12, 12)", "NaN values"
+
+    def __str__(self) -> str:
+        return f"{self.case}: {self.problem}"
+
+
+@dataclass
+class TrackResult:
+    score: float  # the track metric over valid cases, in [0, 1]
+    n_cases: int  # cases expected
+    n_valid: int  # cases submitted and readable in the right format
+    components: dict[str, float] = field(default_factory=dict)  # per target / per sub-metric
+    per_case: dict[str, dict[str, float]] = field(default_factory=dict)
+    case_errors: list[CaseError] = field(default_factory=list)
+    extra_files: list[str] = field(default_factory=list)  # submitted files that match no case
+    diagnostics: dict[str, Any] = field(default_factory=dict)  # e.g. PSNR beside SSIM
+
+    @property
+    def completion_rate(self) -> float:
+        return self.n_valid / self.n_cases if self.n_cases else 0.0
+
+    @property
+    def format_valid(self) -> bool:
+        """At least one case submitted and no submitted case in a broken format."""
+        return self.n_valid > 0 and not any(e.problem != "missing file" for e in self.case_errors)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["case_errors"] = [str(e) for e in self.case_errors]
+        d["completion_rate"] = self.completion_rate
+        d["format_valid"] = self.format_valid
+        return d

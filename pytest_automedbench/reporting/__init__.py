@@ -1,0 +1,1 @@
+"""Reports from run results: aggregation, the leaderboard table, amb-results.json."""

@@ -1,0 +1,161 @@
+"""One benchmark run, end to end: workspace -> sandbox -> agent loop -> scoring -> files.
+
+    <runs-dir>/<run-id>/workspace/      the agent's workspace (plan.md, plan.png, outputs/)
+    <runs-dir>/<run-id>/result.json     scores and provenance (keys: docs/results.md)
+    <runs-dir>/<run-id>/conversation.json, trace.jsonl
+
+Files are written atomically when the run ends, so a killed session loses only runs in flight.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__, scoring
+from .agents import Agent
+from .agents.loop import AgentLoop, Limits, RunRecord
+from .data import TaskData
+from .judge import judge
+from .metrics import TrackResult, metric_module
+from .sandbox import Sandbox, SandboxConfig
+from .tasks import LoadedTask
+from .tasks.brief import build_brief
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunSettings:
+    model: str = "reference"
+    runs_dir: Path = Path("reports/runs")
+    sandbox: str = "local"
+    max_turns: int | None = None
+    time_limit_s: float | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    fail_under: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_id(task_id: str, tier: str, model: str, repeat: int) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:60].strip("_") or "model"
+    return f"{task_id}__{tier}__{slug}__r{repeat}"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def git_rev(folder: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=folder, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def limits_for(task: LoadedTask, settings: RunSettings) -> Limits:
+    p = task.spec.policy
+    return Limits(
+        max_turns=settings.max_turns or p.max_turns,
+        time_limit_s=settings.time_limit_s or p.time_limit_s,
+        cell_timeout_s=p.cell_timeout_s,
+        max_tokens=settings.max_tokens,
+        max_cost_usd=settings.max_cost_usd,
+    )
+
+
+def failure_mode(record: RunRecord, track: TrackResult) -> str | None:
+    """Why the run fell short of a complete valid submission, or None."""
+    if record.disqualified:
+        return "disqualified"
+    if record.limit_hit:
+        return record.limit_hit
+    if not record.submitted:
+        return "no_submission"
+    if not track.format_valid:
+        return "invalid_format"
+    if track.completion_rate < 1.0:
+        return "incomplete_submission"
+    return None
+
+
+def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, data: TaskData) -> dict[str, Any]:
+    """Everything result.json says about how well the run did."""
+    spec = task.spec
+    outputs = workspace / "outputs"
+    outputs.mkdir(parents=True, exist_ok=True)
+    track = metric_module(spec.track).evaluate(spec, outputs, data.private, data.public)
+    verdicts = judge(record, workspace, tier, track.n_cases)
+    bands = (spec.medals.A, spec.medals.B) if spec.medals else scoring.DEFAULT_MEDAL_BANDS.get(spec.track)
+    has_valid = record.submitted and track.n_valid > 0
+    s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
+                        track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
+                        baseline=track.diagnostics.get("baseline_score"))
+    return {
+        "overall": round(s.overall, 4),
+        "agentic": round(s.agentic, 6),
+        "task_score": round(s.task, 6),
+        "completion_rate": round(s.completion_rate, 6),
+        "format_valid": s.format_valid,
+        "stages": {k: round(v, 6) for k, v in s.stages.items()},
+        "stage_evidence": {k: v.items for k, v in verdicts.items()},
+        "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
+        "medal": s.medal,
+        "failure_mode": failure_mode(record, track),
+    }
+
+
+def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskData, settings: RunSettings,
+            make_sandbox: Callable[[SandboxConfig], Sandbox]) -> dict[str, Any]:
+    """Run the agent on the task and write the run's files; returns result.json's content."""
+    spec = task.spec
+    rid = run_id(spec.id, tier, settings.model, repeat)
+    run_dir = Path(settings.runs_dir) / rid
+    shutil.rmtree(run_dir, ignore_errors=True)
+    workspace = run_dir / "workspace"
+    (workspace / "outputs").mkdir(parents=True)
+    brief = build_brief(spec, tier)
+    (workspace / "TASK.md").write_text(brief, encoding="utf-8")
+    limits = limits_for(task, settings)
+    config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
+                           cell_timeout_s=limits.cell_timeout_s)
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    sandbox = make_sandbox(config)
+    with sandbox:
+        record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
+                           cost_fn=settings.extra.get("cost_fn")).run(brief)
+    scores = score_run(task, tier, record, workspace, data)
+    result = {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "run_id": rid, "task_id": spec.id, "track": spec.track, "tier": tier, "model": settings.model,
+        "repeat": repeat, **scores,
+        "error_codes": [], "violations": record.violations,
+        "turns": record.turns, "wall_time_s": record.wall_time_s, "ended_by": record.ended_by,
+        "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
+        "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
+        "started_at": started_at,
+        "provenance": {
+            "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
+            "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,
+            "task_file": str(task.path),
+        },
+    }
+    write_run_files(run_dir, result, record)
+    return result
+
+
+def write_run_files(run_dir: Path, result: dict[str, Any], record: RunRecord) -> None:
+    atomic_write(run_dir / "conversation.json", json.dumps(record.conversation, indent=1))
+    atomic_write(run_dir / "trace.jsonl", "".join(json.dumps(e.as_dict()) + "\n" for e in record.trace))
+    atomic_write(run_dir / "result.json", json.dumps(result, indent=2))  # last: its presence means complete

@@ -1,0 +1,33 @@
+"""Sandboxes: the interface (`base.py`), backends beside it, and a name -> backend registry.
+
+Third-party backends register through the `pytest_amb_make_sandbox` hook (see hooks.py).
+"""
+from __future__ import annotations
+
+from .base import AGENT_OUTPUTS, AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxConfig, SandboxError
+
+_BACKENDS: dict[str, str] = {
+    "local": "pytest_automedbench.sandbox.local:LocalSandbox",
+}
+
+
+def backend_names() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def sandbox_class(name: str) -> type[Sandbox]:
+    import importlib
+
+    try:
+        target = _BACKENDS[name]
+    except KeyError:
+        raise SandboxError(
+            f"unknown sandbox backend {name!r} (built in: {', '.join(backend_names())}; "
+            "third-party backends come from plugins implementing pytest_amb_make_sandbox)"
+        ) from None
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+__all__ = ["AGENT_OUTPUTS", "AGENT_PUBLIC", "AGENT_WORKSPACE", "ExecResult", "Sandbox", "SandboxConfig",
+           "SandboxError", "backend_names", "sandbox_class"]

@@ -1,0 +1,88 @@
+"""The sandbox interface: one small abstract class; backends live beside it.
+
+A sandbox is created per run over three host folders: the task's prepared public data, the run's
+workspace, and nothing else. Private labels are never given to a sandbox. Paths as the agent sees
+them are fixed (`/data/public`, `/workspace`, `/workspace/outputs`); a backend that cannot remap
+paths (the plain subprocess) tells the agent the real ones through AMB_* environment variables.
+
+Limits and failures are values (`ExecResult.timed_out`, `.exit_code`), never exceptions that unwind
+the run; `SandboxError` is for the sandbox itself breaking (infrastructure).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+AGENT_PUBLIC = "/data/public"
+AGENT_WORKSPACE = "/workspace"
+AGENT_OUTPUTS = "/workspace/outputs"
+
+
+class SandboxError(Exception):
+    """The sandbox could not be created or used (infrastructure, not the agent's fault)."""
+
+
+@dataclass
+class ExecResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    duration_s: float
+    timed_out: bool = False
+    truncated: bool = False  # output went past the size cap and only its tail was kept
+    blocked: str | None = None  # set by a policy guard that refused to run the cell (the reason)
+
+
+@dataclass
+class SandboxConfig:
+    public_dir: Path  # host path of the task's prepared public data (mounted read-only)
+    workspace_dir: Path  # host path of this run's workspace (read-write)
+    network: bool = False
+    cell_timeout_s: float = 600.0
+    output_cap_bytes: int = 1 << 20  # bytes of stdout/stderr kept per stream (the tail)
+    memory_mb: int | None = None
+    max_processes: int | None = None
+    max_file_mb: int | None = None
+    env: dict[str, str] = field(default_factory=dict)  # extra variables for every cell
+    extra: dict[str, Any] = field(default_factory=dict)  # backend-specific settings
+
+
+class Sandbox(abc.ABC):
+    """A place to run an agent's code cells. Use as a context manager: cleanup always runs."""
+
+    name: str = "abstract"
+    #: What isolates the cells, for the session header and result provenance
+    #: ("bubblewrap", "docker", "none").
+    isolation: str = "none"
+
+    def __init__(self, config: SandboxConfig):
+        self.config = config
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Create the sandbox (called once, before the first exec)."""
+
+    @abc.abstractmethod
+    def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:
+        """Run one cell (`language` is python or bash) and return what happened."""
+
+    @abc.abstractmethod
+    def cleanup(self) -> None:
+        """Release everything the sandbox holds. Must be safe to call twice."""
+
+    def agent_env(self) -> dict[str, str]:
+        """The AMB_* variables as the agent sees them (backends that remap paths keep these)."""
+        return {
+            "AMB_PUBLIC_DIR": AGENT_PUBLIC,
+            "AMB_WORKSPACE": AGENT_WORKSPACE,
+            "AMB_OUTPUT_DIR": AGENT_OUTPUTS,
+        }
+
+    def __enter__(self) -> "Sandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()

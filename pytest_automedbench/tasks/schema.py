@@ -1,0 +1,159 @@
+"""The task YAML schema (documented for authors in docs/task-schema.md).
+
+One `TaskSpec` per task file. Models forbid unknown keys so a typo is an error, not a silent
+default. Validation errors are turned into one-line messages `file: field.path: problem` by
+`loader.py`; nothing here knows about files.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+TRACKS = ("segmentation", "enhancement", "vqa", "report", "detection", "classification", "synthesis")
+TIERS = ("lite", "standard", "pro")
+Track = Literal["segmentation", "enhancement", "vqa", "report", "detection", "classification", "synthesis"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Source(Strict):
+    name: str
+    url: str | None = None
+    doi: str | None = None
+    licence: str
+    citation: str | None = None
+
+
+class DataSpec(Strict):
+    """How the task's public/private folders come to exist.
+
+    `preparer` is `module:function`. A preparer that needs nothing but installed packages (demo
+    tasks) is called with (public, private, **params) on first use; one that converts a user's
+    download (`needs_source: true`) is run by `automedbench prepare TASK --source DIR`.
+    """
+
+    preparer: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    needs_source: bool = False
+    download: str | None = None  # what the user must download, for needs_source tasks
+
+    @field_validator("preparer")
+    @classmethod
+    def _module_colon_function(cls, v: str) -> str:
+        if ":" not in v or not all(v.split(":", 1)):
+            raise ValueError("must be 'package.module:function'")
+        return v
+
+
+class Cases(Strict):
+    count: int = Field(ge=1)
+    selection: str | None = None  # how the cases were chosen (seed, balance), for the docs
+
+
+class Submission(Strict):
+    format: str  # the track checker's format key, e.g. nifti_labels, answers_json
+    path: str  # where outputs go, relative to the workspace, e.g. "outputs/{case}.nii.gz"
+    description: str
+
+
+class Target(Strict):
+    name: str
+    label: int | None = None  # label value in a label map (segmentation)
+    positive_only: bool = False  # score only cases where the target is present (lesions)
+
+
+class Metric(Strict):
+    name: str
+    direction: Literal["higher", "lower"] = "higher"
+    targets: list[Target] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Policy(Strict):
+    inference_only: bool = True
+    network: bool = False
+    time_limit_s: float = Field(default=3600, gt=0)
+    max_turns: int = Field(default=50, ge=1)
+    cell_timeout_s: float = Field(default=600, gt=0)
+
+
+class ModelRef(Strict):
+    name: str
+    location: str  # where the weights live (a path under /data/public, a hub id, a URL)
+    requirements: str | None = None
+    notes: str | None = None
+
+
+class Hints(Strict):
+    S1: str | None = None
+    S2: str | None = None
+    S3: str | None = None
+
+
+class LiteTier(Strict):
+    model: ModelRef
+    hints: Hints = Field(default_factory=Hints)
+
+
+class StandardTier(Strict):
+    candidates: list[str] = Field(min_length=2, max_length=5)
+    hints: Hints = Field(default_factory=Hints)
+
+
+class ProTier(Strict):
+    background: str
+
+
+class Tiers(Strict):
+    lite: LiteTier | None = None
+    standard: StandardTier | None = None
+    pro: ProTier | None = None
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> "Tiers":
+        if not (self.lite or self.standard or self.pro):
+            raise ValueError("at least one of lite, standard, pro is required")
+        return self
+
+    def available(self) -> list[str]:
+        return [t for t in TIERS if getattr(self, t) is not None]
+
+
+class Medals(Strict):
+    """Medal bands on the track metric: A at or above `A`, B at or above `B`, else C.
+
+    For tracks scored relative to a classical baseline (enhancement, synthesis) the bands are
+    offsets over the baseline's metric on the same cases (`relative_to: baseline`).
+    """
+
+    A: float
+    B: float
+    relative_to: Literal["absolute", "baseline"] = "absolute"
+
+
+class TaskSpec(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    track: Track
+    version: str
+    title: str
+    modality: str
+    description: str
+    source: Source
+    data: DataSpec
+    cases: Cases
+    submission: Submission
+    metric: Metric
+    policy: Policy = Field(default_factory=Policy)
+    tiers: Tiers
+    medals: Medals | None = None
+    reference_solution: str | None = None  # step file (relative to the task file) for --amb-model=reference
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, v: Any) -> Any:
+        # "1.0" written unquoted in YAML is a float; accept it as the string the author meant.
+        return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v

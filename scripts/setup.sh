@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install everything pytest-automedbench needs on a Debian-like machine, idempotently.
+#   bash scripts/setup.sh          the plugin, its Python stack and the system tools runs use
+#   bash scripts/setup.sh --test   also what the project's own tests need (test extra, browser, Docker)
+# PYTHON selects the interpreter (default: python3). Set AMB_SKIP_APT=1 to skip system packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+want_tests=0
+[ "${1:-}" = "--test" ] && want_tests=1
+
+# System packages: bubblewrap (the local sandbox), WordNet (METEOR); for tests also Chromium
+# (the HTML report test), Docker's engine and debootstrap (the docker sandbox tests).
+apt_pkgs="bubblewrap wordnet-base wordnet-sense-index"
+[ $want_tests = 1 ] && apt_pkgs="$apt_pkgs chromium docker.io debootstrap"
+if [ "${AMB_SKIP_APT:-0}" != 1 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    missing=""
+    for p in $apt_pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+    if [ -n "$missing" ]; then
+        echo "setup: installing system packages:$missing"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
+elif [ "${AMB_SKIP_APT:-0}" != 1 ]; then
+    echo "setup: not root or no apt-get: install these yourself if missing: $apt_pkgs" >&2
+fi
+
+# torch first: a pinned CPU build where one is provided, so no multi-GB CUDA build is pulled in.
+if ! "$PYTHON" -c "import torch" 2>/dev/null; then
+    "$PYTHON" -m pip install -q "torch==2.13.0"
+fi
+extra=""
+[ $want_tests = 1 ] && extra="[test]"
+"$PYTHON" -m pip install -q -e ".$extra"
+# The Open-i report texts ship inside the torchxrayvision wheel; only its data is used (no import),
+# so it is installed without its dependencies (which would pull torchvision).
+"$PYTHON" -m pip install -q --no-deps "torchxrayvision>=1.2"
+echo "setup: done ($("$PYTHON" -c 'import pytest_automedbench as p; print("pytest-automedbench", p.__version__)'))"

@@ -1,0 +1,83 @@
+"""Plugin behaviour on the tiny synthetic task: collection, ids, markers, outcomes, properties."""
+import json
+import xml.etree.ElementTree as ET
+
+from conftest import read_results
+
+
+def test_collects_one_item_per_task_tier_repeat(tiny_suite, pytester):
+    r = pytester.runpytest("suite", "--collect-only", "-q", "--amb-tier=all", "--amb-repeats=2")
+    r.stdout.fnmatch_lines([
+        "suite/tiny.task.yaml::segmentation/tiny-seg[[]lite-r1]",
+        "suite/tiny.task.yaml::segmentation/tiny-seg[[]lite-r2]",
+        "suite/tiny.task.yaml::segmentation/tiny-seg[[]standard-r1]",
+        "suite/tiny.task.yaml::segmentation/tiny-seg[[]standard-r2]",
+        "4 tests collected*",
+    ])
+
+
+def test_keyword_and_marker_selection(tiny_suite, pytester):
+    for args in (["-k", "segmentation"], ["-m", "segmentation"], ["-m", "lite"]):
+        r = pytester.runpytest("suite", "--collect-only", "-q", *args)
+        r.stdout.fnmatch_lines(["1 test collected*"])
+    r = pytester.runpytest("suite", "--collect-only", "-q", "-m", "vqa")
+    r.stdout.fnmatch_lines(["*1 deselected*"])
+
+
+def test_reference_run_passes_with_properties(tiny_suite, pytester):
+    r = pytester.runpytest("suite", "--junitxml=out.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    result = read_results(pytester)["runs"][0]
+    assert result["overall"] >= 90, result
+    assert result["completion_rate"] == 1.0 and result["failure_mode"] is None
+    assert result["task_metrics"]["value"] > 0.95
+    for key in ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
+                "completion_rate", "stages", "task_metrics", "medal", "failure_mode", "error_codes", "violations",
+                "turns", "wall_time_s", "tokens", "cost_usd", "provenance"):
+        assert key in result, key
+    props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "out.xml").iter("property")}
+    for name in ("amb_overall", "amb_agentic", "amb_task", "amb_s1", "amb_s2", "amb_s3", "amb_s4", "amb_s5",
+                 "amb_completion", "amb_turns", "amb_wall_time_s", "amb_failure_mode", "amb_medal"):
+        assert name in props, name
+    assert float(props["amb_overall"]) == result["overall"]
+    run_dir = pytester.path / "reports" / "runs" / result["run_id"]
+    assert json.loads((run_dir / "result.json").read_text())["overall"] == result["overall"]
+    assert (run_dir / "conversation.json").exists() and (run_dir / "trace.jsonl").exists()
+    assert (run_dir / "workspace" / "plan.md").exists()
+    r.stdout.fnmatch_lines(["*automedbench leaderboard*", "*tiny-seg*"])
+
+
+def test_null_agent_fails_with_reason(tiny_suite, pytester):
+    r = pytester.runpytest("suite", "--amb-model=null")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*no_submission: overall 0.0*"])
+    assert read_results(pytester)["runs"][0]["overall"] <= 20
+
+
+def test_fail_under(tiny_suite, pytester):
+    r = pytester.runpytest("suite", "--amb-fail-under=101")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*below --amb-fail-under 101*"])
+
+
+def test_session_header_names_agent_and_paths(tiny_suite, pytester):
+    r = pytester.runpytest("suite", "--collect-only", "--amb-model=null")
+    r.stdout.fnmatch_lines(["automedbench: agent=null tier=lite*sandbox=local*", "automedbench: runs -> *"])
+
+
+def test_script_agent_and_bad_step_file(tiny_suite, pytester):
+    (tiny_suite / "bad.yaml").write_text("- execute_code: {language: ruby, code: 'x'}\n")
+    r = pytester.runpytest("suite", f"--amb-model=script:{tiny_suite / 'bad.yaml'}")
+    r.assert_outcomes(errors=1)
+    r.stdout.fnmatch_lines(["*bad.yaml: step 1: execute_code.language: must be python or bash*"])
+    r = pytester.runpytest("suite", f"--amb-model=script:{tiny_suite / 'solve.yaml'}")
+    r.assert_outcomes(passed=1)
+
+
+def test_unprepared_task_is_skipped_with_command(tiny_suite, pytester):
+    text = (tiny_suite / "tiny.task.yaml").read_text().replace("params: {n_cases: 3}",
+                                                              "params: {n_cases: 3}\n  needs_source: true")
+    (tiny_suite / "tiny.task.yaml").write_text(text)
+    r = pytester.runpytest("suite", "-rs")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*automedbench prepare tiny-seg --source DIR*"])
