@@ -1,0 +1,297 @@
+"""`AnthropicAgent`: the ``claude`` / ``claude:<model-id>`` backend (Anthropic Messages API).
+
+- Credentials and endpoint come from the SDK's usual sources: ``ANTHROPIC_API_KEY`` (or
+  ``ANTHROPIC_AUTH_TOKEN``) and ``ANTHROPIC_BASE_URL`` (the server root; the SDK appends
+  ``/v1/messages``). The client is built lazily, on the first `respond`, with ``max_retries=0``:
+  retries are ours (`retry.RetryPolicy`) so they are bounded and counted.
+- The neutral conversation (see `base`) is translated here: leading system messages become the
+  ``system`` prompt (a later system message is sent as user text), assistant ``tool_calls``
+  become ``tool_use`` blocks, ``tool`` messages become ``tool_result`` blocks of a user message
+  (consecutive ones merged). Temperature is not sent by default: the installed SDK (anthropic
+  2.x) no longer has a ``temperature`` parameter on ``messages.create``; pass ``temperature=`` to
+  send one anyway (as an extra body field) to an API or proxy that still takes it.
+- Prompt caching: ``cache_control: {"type": "ephemeral"}`` on the last tool definition, on the
+  system prompt, on the last block of the conversation and on the last block of the previous user
+  turn (at most 4 breakpoints, the API's limit). Each request thus reads the prefix the previous
+  one wrote, and a long run pays cached-input prices for its history.
+- ``stop_reason == "max_tokens"`` without a complete tool call: the agent sends the partial
+  answer back followed by `CONTINUE_PROMPT` (at most ``max_continuations`` times) and
+  concatenates the texts. The returned `Reply` sums usage over all calls and counts api_calls and
+  retries.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Iterable
+
+from .base import Agent, AgentError, Message, Reply, ToolCall, Usage
+from .retry import CallStats, LLMAPIError, RetryPolicy
+
+__all__ = [
+    "AnthropicAgent", "CLAUDE_DEFAULT_MODEL", "CONTINUE_PROMPT", "resolve_claude_model",
+    "to_anthropic_messages", "to_anthropic_tools", "tool_call_is_complete",
+]
+
+#: The model ``--amb-model=claude`` means. The one place to change it.
+CLAUDE_DEFAULT_MODEL = "claude-sonnet-4-6"
+
+#: What the agent says when a reply was cut off at the output-token limit.
+CONTINUE_PROMPT = (
+    "Your previous reply was cut off because it reached the output token limit. Continue exactly "
+    "where it stopped, without repeating what you already wrote. If you were writing a tool call, "
+    "make it again in full, keeping it shorter (split long code into several smaller cells)."
+)
+
+CACHE = {"type": "ephemeral"}
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def resolve_claude_model(spec: str | None) -> str:
+    """``None`` / ``"claude"`` -> `CLAUDE_DEFAULT_MODEL`; ``"claude:<id>"`` -> ``<id>``; else the id."""
+    if spec is None or spec in ("", "claude"):
+        return CLAUDE_DEFAULT_MODEL
+    if spec.startswith("claude:"):
+        model = spec.split(":", 1)[1].strip()
+        if not model:
+            raise AgentError("--amb-model=claude:<model-id>: the model id is empty")
+        return model
+    return spec
+
+
+def tool_call_is_complete(call: ToolCall, tools: Iterable[dict[str, Any]]) -> bool:
+    """True when ``call`` names a known tool and its arguments are an object holding every
+    required parameter (a call truncated at the token limit usually is not)."""
+    if "__invalid_json__" in call.arguments:
+        return False
+    for tool in tools:
+        if tool.get("name") == call.name:
+            required = (tool.get("parameters") or {}).get("required") or []
+            return all(key in call.arguments for key in required)
+    return False
+
+
+# ------------------------------------------------------------------------------------------
+# neutral -> Messages API
+
+
+def to_anthropic_tools(tools: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"name": t["name"], "description": t.get("description", ""),
+         "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
+        for t in tools
+    ]
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def to_anthropic_messages(conversation: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """Translate a neutral conversation to ``(system, messages)`` with block-list contents."""
+    system_parts: list[str] = []
+    messages: list[dict[str, Any]] = []
+    seen_other = False
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": list(blocks)})
+
+    for i, msg in enumerate(conversation):
+        role = msg.get("role")
+        content = msg.get("content") or ""
+        if role == "system":
+            if not seen_other:
+                if content:
+                    system_parts.append(content)
+                continue
+            add("user", [_text_block(content or "(empty system message)")])
+            continue
+        seen_other = True
+        if role == "user":
+            add("user", [_text_block(content or "(empty message)")])
+        elif role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if content:
+                blocks.append(_text_block(content))
+            for call in msg.get("tool_calls") or []:
+                args = call.get("arguments")
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
+                               "input": args if isinstance(args, dict) else {}})
+            add("assistant", blocks or [_text_block("(no reply)")])
+        elif role == "tool":
+            add("user", [{"type": "tool_result", "tool_use_id": msg["tool_call_id"],
+                          "content": content or "(no output)"}])
+        else:
+            raise AgentError(f"conversation[{i}]: unknown role {role!r}")
+    # tool_result blocks must open their user message
+    for m in messages:
+        if m["role"] == "user":
+            m["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    return "\n\n".join(system_parts), messages
+
+
+def add_cache_breakpoints(
+    system: list[dict[str, Any]], tools: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> int:
+    """Mark cache breakpoints in place (tools, system, last block, previous user turn).
+
+    Returns how many were placed (never more than `MAX_CACHE_BREAKPOINTS`).
+    """
+    placed = 0
+    if tools:
+        tools[-1]["cache_control"] = dict(CACHE)
+        placed += 1
+    if system:
+        system[-1]["cache_control"] = dict(CACHE)
+        placed += 1
+    user_turns = [i for i, m in enumerate(messages) if m["role"] == "user" and m["content"]]
+    targets: list[int] = []
+    if messages and messages[-1]["content"]:
+        targets.append(len(messages) - 1)
+    previous = [i for i in user_turns if i < len(messages) - 1]
+    if previous:
+        targets.append(previous[-1])
+    for i in targets:
+        if placed >= MAX_CACHE_BREAKPOINTS:
+            break
+        messages[i]["content"][-1]["cache_control"] = dict(CACHE)
+        placed += 1
+    return placed
+
+
+# ------------------------------------------------------------------------------------------
+
+
+class AnthropicAgent(Agent):
+    """A Claude model behind the Anthropic Messages API (see module doc)."""
+
+    name = "claude"
+
+    def __init__(
+        self,
+        model_id: str | None = None,
+        max_tokens: int = 4096,
+        client: Any = None,
+        retry: RetryPolicy | None = None,
+        *,
+        temperature: float | None = None,
+        max_continuations: int = 3,
+        timeout: float = 600.0,
+        cache: bool = True,
+        name: str | None = None,
+    ) -> None:
+        self.model_id = resolve_claude_model(model_id)
+        self.max_tokens = max_tokens
+        self._client = client
+        self.retry = retry or RetryPolicy()
+        self.temperature = temperature
+        self.max_continuations = max_continuations
+        self.timeout = timeout
+        self.cache = cache
+        if name is not None:
+            self.name = name
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                import anthropic
+            except ImportError as exc:  # pragma: no cover - a declared dependency
+                raise AgentError("the 'anthropic' package is required for --amb-model=claude") from exc
+            try:
+                self._client = anthropic.Anthropic(max_retries=0, timeout=self.timeout)
+            except Exception as exc:  # noqa: BLE001 - e.g. a bad ANTHROPIC_* configuration
+                hint = ""
+                if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+                    hint = " (is ANTHROPIC_API_KEY set?)"
+                raise LLMAPIError(f"cannot create the Anthropic client: {exc}{hint}", kind="auth",
+                                  api_message=str(exc)) from exc
+        return self._client
+
+    # ---- one request
+    def _request(self, conversation: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        system_text, messages = to_anthropic_messages(conversation)
+        system = [_text_block(system_text)] if system_text else []
+        wire_tools = to_anthropic_tools(tools)
+        if self.cache:
+            add_cache_breakpoints(system, wire_tools, messages)
+        kwargs: dict[str, Any] = {"model": self.model_id, "max_tokens": self.max_tokens, "messages": messages}
+        if system:
+            kwargs["system"] = system
+        if wire_tools:
+            kwargs["tools"] = wire_tools
+        if self.temperature is not None:  # not a create() parameter in anthropic 2.x
+            kwargs["extra_body"] = {"temperature": self.temperature}
+        return kwargs
+
+    def _create(self, kwargs: dict[str, Any]) -> Any:
+        try:
+            return self.client.messages.create(**kwargs)
+        except TypeError as exc:
+            if "authentication" in str(exc).lower():
+                raise LLMAPIError(
+                    f"Anthropic API: no credentials ({exc}); set ANTHROPIC_API_KEY",
+                    kind="auth", api_message=str(exc)) from exc
+            raise
+
+    @staticmethod
+    def _usage(resp: Any) -> Usage:
+        u = getattr(resp, "usage", None)
+        if u is None:
+            return Usage()
+        return Usage(
+            input=int(getattr(u, "input_tokens", 0) or 0),
+            output=int(getattr(u, "output_tokens", 0) or 0),
+            cache_read=int(getattr(u, "cache_read_input_tokens", 0) or 0),
+            cache_write=int(getattr(u, "cache_creation_input_tokens", 0) or 0),
+        )
+
+    @staticmethod
+    def _parse(resp: Any) -> tuple[str, list[ToolCall]]:
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in getattr(resp, "content", None) or []:
+            btype = getattr(block, "type", None)
+            if btype == "text":
+                texts.append(block.text or "")
+            elif btype == "tool_use":
+                args = block.input
+                if not isinstance(args, dict):
+                    args = {"__invalid_json__": args if isinstance(args, str) else repr(args)}
+                calls.append(ToolCall(id=block.id, name=block.name, arguments=dict(args)))
+        return "".join(texts), calls
+
+    # ---- the Agent interface
+    def respond(self, conversation: list[Message], tools: list[dict[str, Any]]) -> Reply:
+        stats = CallStats()
+        usage = Usage()
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        stop: str | None = None
+        extra: list[Message] = []
+        what = f"Anthropic API request (model {self.model_id})"
+        try:
+            for part in range(self.max_continuations + 1):
+                kwargs = self._request(list(conversation) + extra, tools)
+                resp = self.retry.call(lambda: self._create(kwargs), what=what, stats=stats)
+                usage += self._usage(resp)
+                text, calls = self._parse(resp)
+                texts.append(text)
+                stop = getattr(resp, "stop_reason", None)
+                complete = [c for c in calls if tool_call_is_complete(c, tools)]
+                if stop != "max_tokens" or complete or part == self.max_continuations:
+                    if stop == "max_tokens":
+                        calls = complete  # a call truncated at the limit cannot be executed
+                    break
+                partial = "".join(texts)
+                extra = ([{"role": "assistant", "content": partial, "tool_calls": []}] if partial else []) + [
+                    {"role": "user", "content": CONTINUE_PROMPT}]
+        except LLMAPIError as exc:
+            exc.usage = copy.copy(usage)
+            exc.api_calls = stats.api_calls
+            raise
+        return Reply(text="".join(texts), tool_calls=calls, usage=usage, api_calls=stats.api_calls,
+                     retries=stats.retries, stop_reason=stop)

@@ -1,0 +1,657 @@
+"""A loopback mock LLM server speaking the OpenAI and Anthropic wire formats.
+
+`MockLLMServer` lets tests (ours and agent developers') drive the *real* ``openai`` and
+``anthropic`` SDK code paths without a network or an API key. It is a standard-library
+``ThreadingHTTPServer`` bound to ``127.0.0.1`` on a free port and answers:
+
+- ``POST /v1/chat/completions`` -- OpenAI chat completions (non-streaming, function ``tool_calls``,
+  ``usage`` with ``prompt_tokens`` / ``completion_tokens`` /
+  ``prompt_tokens_details.cached_tokens``);
+- ``POST /v1/messages`` -- Anthropic messages (``text`` + ``tool_use`` content blocks,
+  ``stop_reason`` ``end_turn`` / ``tool_use`` / ``max_tokens``, ``usage`` with ``input_tokens``,
+  ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``).
+
+Point the SDKs at it with::
+
+    OPENAI_BASE_URL=<server.openai_base_url>        # http://127.0.0.1:PORT/v1
+    ANTHROPIC_BASE_URL=<server.anthropic_base_url>  # http://127.0.0.1:PORT (the SDK adds /v1/messages)
+
+(any API key works; the server never checks it, but records the headers it got).
+
+Usage in a test::
+
+    from pytest_automedbench.testing import MockLLMServer
+
+    with MockLLMServer([
+        {"tool_calls": [{"name": "execute_code",
+                         "arguments": {"language": "python", "code": "print(1)"}}],
+         "usage": {"input": 100, "output": 20}},
+        {"status": 429, "retry_after": 1, "message": "slow down"},
+        {"text": "All done."},
+    ]) as server:
+        client = openai.OpenAI(base_url=server.openai_base_url, api_key="test")
+        ...
+        assert server.requests[0]["json"]["model"] == "gpt-test"
+
+Outside pytest::
+
+    python -m pytest_automedbench.testing.mock_llm --script script.yaml --port 8765
+
+Script format (public; keep it stable)
+--------------------------------------
+A script is a list of *entries*, consumed in order, one per request, across both APIs. A script
+file (YAML or JSON) is either that list or a mapping ``{"script": [...], "default": {...}}``.
+
+Reply entry (every key optional)::
+
+    text: "I will look at the data."        # assistant text ("" when omitted)
+    tool_calls:                             # function / tool_use calls
+      - name: execute_code
+        arguments: {language: python, code: "print(1)"}
+        id: call_1                          # optional; generated when omitted
+      # arguments may also be a *string*: sent verbatim as the OpenAI `arguments`
+      # (e.g. '{"code": ' to simulate invalid JSON); for Anthropic a string is
+      # JSON-decoded when it can be, and sent as-is otherwise.
+    usage: {input: 1200, output: 80, cache_read: 1000, cache_write: 0}
+    stop_reason: max_tokens                 # optional; see below
+    delay: 0.5                              # seconds to wait before answering
+
+``usage`` counts are tokens in the neutral sense of `pytest_automedbench.agents.base.Usage`:
+``input`` is *uncached* input. On the OpenAI wire, ``prompt_tokens = input + cache_read +
+cache_write``, ``prompt_tokens_details.cached_tokens = cache_read`` and
+``prompt_tokens_details.cache_write_tokens = cache_write``; on the Anthropic wire the four numbers
+map one to one (``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
+``cache_creation_input_tokens``). Omitted counts are
+estimated from the request and reply sizes (about 4 characters a token), so accounting is never
+silently zero.
+
+``stop_reason`` defaults to ``tool_use`` when there are tool calls and ``end_turn`` otherwise;
+``max_tokens`` simulates truncation (OpenAI ``finish_reason: "length"``). Either vendor's
+spelling is accepted (``end_turn``/``stop``, ``tool_use``/``tool_calls``,
+``max_tokens``/``length``, ``refusal``/``content_filter``, ``stop_sequence``) and translated.
+
+Fault entry (has ``status``)::
+
+    status: 429            # 400, 401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 529 ...
+    retry_after: 2         # optional, sent as the Retry-After header (seconds)
+    message: "Rate limit reached"   # optional
+    code: insufficient_quota        # optional OpenAI error code
+    error_type: overloaded_error    # optional; overrides the vendor error type
+    delay: 0.1
+
+The body has each vendor's error shape: OpenAI ``{"error": {"message", "type", "param",
+"code"}}``, Anthropic ``{"type": "error", "error": {"type", "message"}, "request_id"}``.
+
+Connection fault entry: ``{disconnect: true}`` closes the connection without an answer (the SDKs
+raise a connection error).
+
+When the script runs out, the server asks ``responder`` (if given), then answers with ``default``
+(if given), else with a plain text reply ``"Done."`` and no tool call -- which ends an agent run.
+
+``responder`` is a callable ``(request_json: dict, api: "openai" | "anthropic") -> entry | None``
+for dynamic tests; returning None falls through to ``default``.
+
+Every request is recorded in ``server.requests`` (thread-safe) as a dict
+``{"api", "method", "path", "headers" (lower-case names), "json", "entry"}``.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+__all__ = ["MockLLMServer", "ScriptError", "load_script", "validate_entry", "main"]
+
+Entry = dict[str, Any]
+Responder = Callable[[dict[str, Any], str], "Entry | None"]
+
+OPENAI = "openai"
+ANTHROPIC = "anthropic"
+
+REPLY_KEYS = {"text", "tool_calls", "usage", "stop_reason", "delay"}
+FAULT_KEYS = {"status", "retry_after", "message", "code", "error_type", "delay"}
+DISCONNECT_KEYS = {"disconnect", "delay"}
+USAGE_KEYS = {"input", "output", "cache_read", "cache_write"}
+TOOL_CALL_KEYS = {"name", "arguments", "id"}
+
+DEFAULT_TEXT = "Done."
+
+# neutral/anthropic stop reason <-> openai finish_reason
+_TO_OPENAI = {
+    "end_turn": "stop", "stop": "stop",
+    "tool_use": "tool_calls", "tool_calls": "tool_calls",
+    "max_tokens": "length", "length": "length",
+    "refusal": "content_filter", "content_filter": "content_filter",
+    "stop_sequence": "stop",
+}
+_TO_ANTHROPIC = {
+    "end_turn": "end_turn", "stop": "end_turn",
+    "tool_use": "tool_use", "tool_calls": "tool_use",
+    "max_tokens": "max_tokens", "length": "max_tokens",
+    "refusal": "refusal", "content_filter": "refusal",
+    "stop_sequence": "stop_sequence",
+}
+
+_OPENAI_ERROR_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+    404: "not_found_error", 408: "timeout", 409: "conflict", 422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+    403: "permission_error", 404: "not_found_error", 408: "timeout_error", 409: "conflict_error",
+    413: "request_too_large", 422: "invalid_request_error", 429: "rate_limit_error",
+    500: "api_error", 502: "api_error", 503: "overloaded_error", 504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+class ScriptError(ValueError):
+    """A mock script (or one of its entries) is malformed; the message names file and entry."""
+
+
+# --------------------------------------------------------------------------------------------
+# script validation / loading
+
+
+def _where(source: str | None, index: int | str) -> str:
+    prefix = f"{source}: " if source else ""
+    return f"{prefix}entry {index}"
+
+
+def validate_entry(entry: Any, where: str = "entry") -> Entry:
+    """Check one script entry and return it; raise `ScriptError` naming `where` and the field."""
+    if not isinstance(entry, dict):
+        raise ScriptError(f"{where}: expected a mapping, got {type(entry).__name__}")
+    if "disconnect" in entry:
+        _no_unknown(entry, DISCONNECT_KEYS, where)
+    elif "status" in entry:
+        _no_unknown(entry, FAULT_KEYS, where)
+        status = entry["status"]
+        if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+            raise ScriptError(f"{where}: status: expected an HTTP error status 400..599, got {status!r}")
+        if "retry_after" in entry and not _is_number(entry["retry_after"]):
+            raise ScriptError(f"{where}: retry_after: expected seconds (a number), got {entry['retry_after']!r}")
+        if "message" in entry and not isinstance(entry["message"], str):
+            raise ScriptError(f"{where}: message: expected a string")
+    else:
+        _no_unknown(entry, REPLY_KEYS, where)
+        if "text" in entry and not isinstance(entry["text"], str):
+            raise ScriptError(f"{where}: text: expected a string, got {type(entry['text']).__name__}")
+        calls = entry.get("tool_calls", [])
+        if not isinstance(calls, list):
+            raise ScriptError(f"{where}: tool_calls: expected a list")
+        for i, call in enumerate(calls):
+            cw = f"{where}: tool_calls[{i}]"
+            if not isinstance(call, dict):
+                raise ScriptError(f"{cw}: expected a mapping")
+            _no_unknown(call, TOOL_CALL_KEYS, cw)
+            if not isinstance(call.get("name"), str) or not call["name"]:
+                raise ScriptError(f"{cw}: name: required, a non-empty string")
+            args = call.get("arguments", {})
+            if not isinstance(args, (dict, str)):
+                raise ScriptError(f"{cw}: arguments: expected a mapping (or a raw JSON string)")
+        usage = entry.get("usage", {})
+        if not isinstance(usage, dict):
+            raise ScriptError(f"{where}: usage: expected a mapping")
+        _no_unknown(usage, USAGE_KEYS, f"{where}: usage")
+        for key, value in usage.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ScriptError(f"{where}: usage.{key}: expected a non-negative integer, got {value!r}")
+        stop = entry.get("stop_reason")
+        if stop is not None and stop not in _TO_OPENAI:
+            raise ScriptError(f"{where}: stop_reason: unknown value {stop!r} (one of {sorted(_TO_OPENAI)})")
+    if "delay" in entry and (not _is_number(entry["delay"]) or entry["delay"] < 0):
+        raise ScriptError(f"{where}: delay: expected non-negative seconds, got {entry['delay']!r}")
+    return entry
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _no_unknown(mapping: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise ScriptError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _validate_script(entries: Any, source: str | None) -> list[Entry]:
+    if not isinstance(entries, list):
+        prefix = f"{source}: " if source else ""
+        raise ScriptError(f"{prefix}script: expected a list of entries, got {type(entries).__name__}")
+    return [validate_entry(e, _where(source, i)) for i, e in enumerate(entries)]
+
+
+def load_script(path: str | Path) -> tuple[list[Entry], Entry | None]:
+    """Read a script file (YAML or JSON): a list of entries or ``{script: [...], default: {...}}``.
+
+    Returns ``(entries, default)``. Errors name the file and the entry/field.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(f"{path}: cannot read mock script: {exc}") from exc
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml  # YAML is a superset of JSON
+
+            data = yaml.safe_load(text)
+    except Exception as exc:  # yaml.YAMLError / json.JSONDecodeError
+        raise ScriptError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {exc}") from exc
+    default = None
+    if isinstance(data, dict):
+        _no_unknown(data, {"script", "default"}, str(path))
+        entries = data.get("script", [])
+        default = data.get("default")
+        if default is not None:
+            default = validate_entry(default, f"{path}: default")
+            if "status" in default or "disconnect" in default:
+                raise ScriptError(f"{path}: default: must be a reply entry, not a fault")
+    elif data is None:
+        entries = []
+    else:
+        entries = data
+    return _validate_script(entries, str(path)), default
+
+
+# --------------------------------------------------------------------------------------------
+# wire formats
+
+
+def _estimate_tokens(obj: Any) -> int:
+    text = obj if isinstance(obj, str) else json.dumps(obj, sort_keys=True, default=str)
+    return max(1, len(text) // 4)
+
+
+def _usage_of(entry: Entry, request: dict[str, Any]) -> dict[str, int]:
+    given = entry.get("usage", {})
+    out_obj = [entry.get("text", ""), entry.get("tool_calls", [])]
+    return {
+        "input": given.get("input", _estimate_tokens(request)),
+        "output": given.get("output", _estimate_tokens(out_obj)),
+        "cache_read": given.get("cache_read", 0),
+        "cache_write": given.get("cache_write", 0),
+    }
+
+
+def _stop_reason(entry: Entry) -> str:
+    stop = entry.get("stop_reason")
+    if stop is None:
+        stop = "tool_use" if entry.get("tool_calls") else "end_turn"
+    return stop
+
+
+def openai_reply(entry: Entry, request: dict[str, Any], n: int) -> dict[str, Any]:
+    """The chat.completion object for a reply entry."""
+    usage = _usage_of(entry, request)
+    calls = []
+    for i, call in enumerate(entry.get("tool_calls", [])):
+        args = call.get("arguments", {})
+        calls.append({
+            "id": call.get("id") or f"call_mock_{n}_{i}",
+            "type": "function",
+            "function": {"name": call["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
+        })
+    message: dict[str, Any] = {"role": "assistant", "content": entry.get("text") or None, "refusal": None}
+    if calls:
+        message["tool_calls"] = calls
+    prompt = usage["input"] + usage["cache_read"] + usage["cache_write"]
+    return {
+        "id": f"chatcmpl-mock-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "mock-model"),
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "finish_reason": _TO_OPENAI[_stop_reason(entry)],
+            "logprobs": None,
+        }],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": usage["output"],
+            "total_tokens": prompt + usage["output"],
+            "prompt_tokens_details": {"cached_tokens": usage["cache_read"],
+                                      "cache_write_tokens": usage["cache_write"]},
+        },
+    }
+
+
+def anthropic_reply(entry: Entry, request: dict[str, Any], n: int) -> dict[str, Any]:
+    """The Message object for a reply entry."""
+    usage = _usage_of(entry, request)
+    content: list[dict[str, Any]] = []
+    if entry.get("text"):
+        content.append({"type": "text", "text": entry["text"]})
+    for i, call in enumerate(entry.get("tool_calls", [])):
+        args = call.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                pass
+        content.append({
+            "type": "tool_use",
+            "id": call.get("id") or f"toolu_mock_{n}_{i}",
+            "name": call["name"],
+            "input": args,
+        })
+    return {
+        "id": f"msg_mock_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "mock-model"),
+        "content": content,
+        "stop_reason": _TO_ANTHROPIC[_stop_reason(entry)],
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage["input"],
+            "output_tokens": usage["output"],
+            "cache_read_input_tokens": usage["cache_read"],
+            "cache_creation_input_tokens": usage["cache_write"],
+        },
+    }
+
+
+def error_body(entry: Entry, api: str, n: int) -> dict[str, Any]:
+    """The vendor-shaped error body for a fault entry."""
+    status = entry["status"]
+    message = entry.get("message") or f"mock error {status}"
+    if api == OPENAI:
+        etype = entry.get("error_type") or _OPENAI_ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        code = entry.get("code")
+        if code is None and status == 429:
+            code = "rate_limit_exceeded"
+        if code is None and status == 401:
+            code = "invalid_api_key"
+        return {"error": {"message": message, "type": etype, "param": None, "code": code}}
+    etype = entry.get("error_type") or _ANTHROPIC_ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": etype, "message": message}, "request_id": f"req_mock_{n}"}
+
+
+# --------------------------------------------------------------------------------------------
+# server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    owner: "MockLLMServer"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms stalls
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr logging
+        if self.server.owner.verbose:
+            sys.stderr.write("mock_llm: " + (format % args) + "\n")
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        if path in ("/", "/health", "/healthz"):
+            self._send_json(200, {"status": "ok", "remaining": self.server.owner.remaining})
+            return
+        self._send_json(404, {"error": {"type": "not_found_error", "message": f"mock LLM: no route GET {path}"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        owner = self.server.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0]
+        if path.endswith("/chat/completions"):
+            api = OPENAI
+        elif path.endswith("/messages"):
+            api = ANTHROPIC
+        else:
+            owner._record(None, "POST", path, self.headers, None, None)
+            self._send_json(404, {"error": {"type": "not_found_error", "message": f"mock LLM: no route POST {path}"}})
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as exc:
+            owner._record(api, "POST", path, self.headers, None, None)
+            entry = {"status": 400, "message": f"mock LLM: request body is not JSON: {exc}"}
+            self._send_json(400, error_body(entry, api, 0))
+            return
+        n, entry = owner._next(body, api)
+        owner._record(api, "POST", path, self.headers, body, entry)
+        delay = entry.get("delay", 0)
+        if delay:
+            time.sleep(delay)
+        if entry.get("disconnect"):
+            self.close_connection = True
+            try:
+                self.connection.shutdown(2)  # socket.SHUT_RDWR
+            except OSError:
+                pass
+            return
+        if "status" in entry:
+            headers = {}
+            if entry.get("retry_after") is not None:
+                ra = entry["retry_after"]
+                headers["Retry-After"] = str(int(ra)) if float(ra).is_integer() else str(ra)
+            if api == ANTHROPIC:
+                headers["request-id"] = f"req_mock_{n}"
+            self._send_json(entry["status"], error_body(entry, api, n), headers)
+            return
+        reply = openai_reply(entry, body, n) if api == OPENAI else anthropic_reply(entry, body, n)
+        self._send_json(200, reply)
+
+
+class MockLLMServer:
+    """Loopback mock of the OpenAI chat-completions and Anthropic messages APIs (see module doc).
+
+    Args:
+        script: the entries to answer with, in order (or a path to a YAML/JSON script file).
+        default: the reply used once the script (and responder) have nothing to say.
+        responder: ``(request_json, api) -> entry | None`` asked when the script is exhausted.
+        host, port: where to listen; port 0 picks a free port.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Entry] | str | Path | None = None,
+        *,
+        default: Entry | None = None,
+        responder: Responder | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        verbose: bool = False,
+    ) -> None:
+        if isinstance(script, (str, Path)):
+            entries, file_default = load_script(script)
+            default = default if default is not None else file_default
+        else:
+            entries = _validate_script(list(script or []), None)
+        if default is not None:
+            validate_entry(default, "default")
+            if "status" in default or "disconnect" in default:
+                raise ScriptError("default: must be a reply entry, not a fault")
+        self._script: list[Entry] = [copy.deepcopy(e) for e in entries]
+        self.default = default
+        self.responder = responder
+        self.host = host
+        self.port = port
+        self.verbose = verbose
+        self._requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._count = 0
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> "MockLLMServer":
+        """A server scripted by a YAML/JSON file (see `load_script`)."""
+        return cls(Path(path), **kwargs)
+
+    # ---- lifecycle
+    def start(self) -> "MockLLMServer":
+        if self._httpd is not None:
+            return self
+        httpd = _HTTPServer((self.host, self.port), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self.port = httpd.server_address[1]
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"MockLLMServer:{self.port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> "MockLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ---- addresses
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("MockLLMServer is not running; call start() or use it as a context manager")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """What OPENAI_BASE_URL / ``OpenAI(base_url=...)`` must be (…/v1)."""
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """What ANTHROPIC_BASE_URL / ``Anthropic(base_url=...)`` must be: the server root
+        (the SDK itself appends ``/v1/messages``)."""
+        return self.url
+
+    def env(self) -> dict[str, str]:
+        """Environment variables pointing both SDKs here (with dummy API keys)."""
+        return {
+            "OPENAI_BASE_URL": self.openai_base_url,
+            "OPENAI_API_KEY": "mock-openai-key",
+            "ANTHROPIC_BASE_URL": self.anthropic_base_url,
+            "ANTHROPIC_API_KEY": "mock-anthropic-key",
+        }
+
+    # ---- script
+    def add(self, *entries: Entry) -> None:
+        """Append entries to the script (thread-safe)."""
+        checked = [validate_entry(copy.deepcopy(e), f"added entry {i}") for i, e in enumerate(entries)]
+        with self._lock:
+            self._script.extend(checked)
+
+    @property
+    def remaining(self) -> int:
+        """Script entries not yet consumed."""
+        with self._lock:
+            return len(self._script)
+
+    # ---- recorded requests
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A snapshot of every request received, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    # ---- internals (called from handler threads)
+    def _next(self, body: dict[str, Any], api: str) -> tuple[int, Entry]:
+        with self._lock:
+            self._count += 1
+            n = self._count
+            if self._script:
+                return n, self._script.pop(0)
+        entry = None
+        if self.responder is not None:
+            entry = self.responder(body, api)
+            if entry is not None:
+                entry = validate_entry(entry, "responder entry")
+        if entry is None:
+            entry = self.default if self.default is not None else {"text": DEFAULT_TEXT}
+        return n, entry
+
+    def _record(self, api: str | None, method: str, path: str, headers: Any, body: Any, entry: Entry | None) -> None:
+        item = {
+            "api": api,
+            "method": method,
+            "path": path,
+            "headers": {k.lower(): v for k, v in headers.items()},
+            "json": body,
+            "entry": entry,
+        }
+        with self._lock:
+            self._requests.append(item)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_automedbench.testing.mock_llm",
+        description="Serve a scripted mock of the OpenAI chat-completions and Anthropic messages APIs "
+                    "on loopback (script format: see the module docstring).",
+    )
+    parser.add_argument("--script", type=Path, help="YAML/JSON script file (omit: every request gets the default reply)")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log each request to stderr")
+    args = parser.parse_args(argv)
+    try:
+        server = MockLLMServer(args.script, host=args.host, port=args.port, verbose=args.verbose)
+        server.start()
+    except ScriptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    print(f"MockLLMServer listening on {server.url} ({server.remaining} scripted entries)")
+    print(f"  export OPENAI_BASE_URL={server.openai_base_url} OPENAI_API_KEY=mock")
+    print(f"  export ANTHROPIC_BASE_URL={server.anthropic_base_url} ANTHROPIC_API_KEY=mock")
+    sys.stdout.flush()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
