@@ -182,7 +182,12 @@ def vqa_records(root: Path, p: dict, n: int) -> None:
         for key, value in (p.get("filters") or {}).items():
             row[key] = value if i % 4 else "zh"
         rows.append(row)
-    path = root / p["records"]
+    _write_records(root / p["records"], rows)
+    # SLAKE keeps every image in its own folder; nothing else to mirror for a tiny fixture.
+
+
+def _write_records(path: Path, rows: list[dict]) -> None:
+    """Records in the file format the name says: pkl, jsonl, csv or a JSON list."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".pkl":
         path.write_bytes(pickle.dumps(rows))
@@ -195,7 +200,6 @@ def vqa_records(root: Path, p: dict, n: int) -> None:
             w.writerows(rows)
     else:
         path.write_text(json.dumps(rows))
-    # SLAKE keeps every image in its own folder; nothing else to mirror for a tiny fixture.
 
 
 def report_records(root: Path, p: dict, n: int) -> None:
@@ -220,14 +224,7 @@ def report_records(root: Path, p: dict, n: int) -> None:
         f = p["fields"]
         rows = [{f["image"]: f"study{i}.png", f["report"]: f"Report text number {i} with findings."}
                 for i in range(n + 2)]
-        path = root / p["records"]
-        if path.suffix == ".csv":
-            with open(path, "w", newline="") as fh:
-                w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-                w.writeheader()
-                w.writerows(rows)
-        else:
-            path.write_text(json.dumps(rows))
+        _write_records(root / p["records"], rows)
 
 
 CLASSES = {
