@@ -23,10 +23,16 @@ from filelock import FileLock
 from ..tasks import LoadedTask
 
 STAMP = "prepared.json"
+MANIFEST = "manifest.json"
+_VERIFIED: set[Path] = set()  # data roots whose checksums were verified in this process
 
 
 class DataNotPrepared(Exception):
     """The task's data is not there and cannot be made here; the message says how to make it."""
+
+
+class DataCorrupted(Exception):
+    """Prepared data no longer matches its checksum manifest (an infrastructure error)."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,17 @@ def ensure_prepared(task: LoadedTask, data_dir: Path) -> TaskData:
     """The task's data, preparing a demo task on first use. Raises DataNotPrepared otherwise."""
     data = task_data(task, data_dir)
     if is_prepared(task, data_dir):
-        return data
+        if data.root not in _VERIFIED:
+            problems = verify_manifest(data)
+            if problems and task.spec.data.needs_source:
+                raise DataCorrupted(f"data for {task.spec.id} failed its checksum check ({'; '.join(problems[:3])}"
+                                    f"{'; ...' if len(problems) > 3 else ''}): run `{prepare_command(task)}` again")
+            if not problems:
+                _VERIFIED.add(data.root)
+                return data
+            # A demo task is simply rebuilt below.
+        else:
+            return data
     if task.spec.data.needs_source:
         hint = f" ({task.spec.data.download})" if task.spec.data.download else ""
         raise DataNotPrepared(f"data for {task.spec.id} is not prepared: download the dataset{hint}, "
@@ -93,19 +109,60 @@ def ensure_prepared(task: LoadedTask, data_dir: Path) -> TaskData:
     return data
 
 
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def checksums(root: Path) -> dict[str, str]:
+    """sha256 of every file under root/public and root/private, keyed by relative path."""
+    out = {}
+    for side in ("public", "private"):
+        for path in sorted((root / side).rglob("*")):
+            if path.is_file():
+                out[path.relative_to(root).as_posix()] = file_digest(path)
+    return out
+
+
+def verify_manifest(data: TaskData) -> list[str]:
+    """What differs from the manifest written at preparation: missing, changed or added files."""
+    try:
+        expected = json.loads((data.root / MANIFEST).read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return ["manifest.json missing or unreadable"]
+    found = checksums(data.root)
+    problems = [f"{p} missing" for p in expected if p not in found]
+    problems += [f"{p} changed" for p in expected if p in found and found[p] != expected[p]]
+    problems += [f"{p} not in the manifest" for p in found if p not in expected]
+    return problems
+
+
 def build(task: LoadedTask, data: TaskData, **extra) -> None:
-    """Run the task's preparer into a scratch folder, then move it into place whole."""
+    """Run the task's preparer into a scratch folder, then move it into place whole.
+
+    `extra` goes to the preparer as keyword arguments (source=..., progress=... for real datasets).
+    """
     scratch = data.root.with_name(data.root.name + f".tmp{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
     (scratch / "public").mkdir(parents=True)
     (scratch / "private").mkdir()
     preparer = load_preparer(task.spec.data.preparer)
     started = time.time()
-    preparer(scratch / "public", scratch / "private", **task.spec.data.params, **extra)
+    try:
+        preparer(scratch / "public", scratch / "private", **task.spec.data.params, **extra)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    (scratch / MANIFEST).write_text(json.dumps({"files": checksums(scratch)}, indent=1))
     (scratch / STAMP).write_text(json.dumps({
         "task_id": task.spec.id, "version": task.spec.version, "preparer": task.spec.data.preparer,
         "params": task.spec.data.params, "params_key": _params_key(task),
+        "source": str(extra["source"]) if extra.get("source") else None,
         "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 2),
     }, indent=2, default=str))
     shutil.rmtree(data.root, ignore_errors=True)
     os.replace(scratch, data.root)
+    _VERIFIED.add(data.root)
