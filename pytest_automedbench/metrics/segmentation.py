@@ -37,10 +37,20 @@ def read_labels(path: Path, expected_shape: tuple[int, ...], allowed: set[int]) 
             return f"wrong dtype {data.dtype}: labels must be integers"
     elif not np.issubdtype(data.dtype, np.integer):
         return f"wrong dtype {data.dtype}: labels must be integers"
-    found = set(np.unique(data).astype(int).tolist())
+    found = label_set(data)
     if not found <= allowed:
         return f"wrong label set: unexpected labels {sorted(found - allowed)} (allowed {sorted(allowed)})"
-    return data.astype(np.int16)
+    return data
+
+
+def label_set(data: np.ndarray) -> set[int]:
+    """The distinct values of an integer-valued array (a counting pass, not a sort, when it can)."""
+    flat = data.reshape(-1)
+    lo, hi = int(flat.min()), int(flat.max())
+    if lo >= 0 and hi < 65536:
+        counts = np.bincount(flat.astype(np.intp, copy=False), minlength=1)
+        return set(np.flatnonzero(counts).tolist())
+    return set(np.unique(flat).astype(int).tolist())
 
 
 def dice(pred: np.ndarray, ref: np.ndarray) -> float:
@@ -61,7 +71,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     per_target: dict[str, list[float]] = {t.name: [] for t in targets}
     for case in cases:
         ref_img = nib.load(str(refs / f"{case}{NIFTI_SUFFIX}"))
-        ref = np.asanyarray(ref_img.dataobj).astype(np.int16)
+        ref = np.asanyarray(ref_img.dataobj)
         path = outputs / f"{case}{NIFTI_SUFFIX}"
         if not path.exists():
             result.case_errors.append(CaseError(case, "missing file"))
