@@ -91,7 +91,8 @@ def judge_s2(record: RunRecord) -> StageVerdict:
     v.item("at_most_5_env_failures", len(failures) <= 5,
            f"{len(failures)} environment failures" + (f" (cells {failures[:10]})" if failures else ""))
     d = P.first(cells, P.DEVICE)
-    runs = w or P.first(cells, P.RUNS_MODEL)  # a model that runs was loaded somewhere
+    # A model that runs was loaded somewhere (writing plan.md about inference is not running one).
+    runs = w or P.first([c for c in cells if not P.PLAN_WRITE.search(c.code or "")], P.RUNS_MODEL)
     v.item("model_on_device", d is not None and runs is not None,
            P.cite(d, P.DEVICE) + ("" if runs is not None else " (no model loaded)"))
     apply_tier_and_reach(v, "S2", "", reached(record, "S2"))
