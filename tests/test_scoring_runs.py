@@ -1,0 +1,71 @@
+"""Scoring end to end on the tiny task: step files (variants of solve.yaml) through the real loop."""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES
+from pytest_automedbench.agents import ScriptAgent
+from pytest_automedbench.data import ensure_prepared
+from pytest_automedbench.runner import RunSettings, execute
+from pytest_automedbench.sandbox import sandbox_class
+from pytest_automedbench.tasks import load_task_file
+
+SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
+PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    shutil.copytree(FIXTURES / "tiny", root / "task")
+    sys.path.insert(0, str(root / "task"))
+    try:
+        task = load_task_file(root / "task" / "tiny.task.yaml")
+        yield task, ensure_prepared(task, root / "data"), root
+    finally:
+        sys.path.remove(str(root / "task"))
+
+
+def run_steps(tiny, steps, name, tier="lite"):
+    task, data, root = tiny
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(steps))
+    settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs")
+    result = execute(task, tier, 1, ScriptAgent(path), data, settings, lambda cfg: sandbox_class("local")(cfg))
+    trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
+    return result, trace
+
+
+def test_reference_and_no_pilot_variant(tiny):
+    ref, trace = run_steps(tiny, SOLVE, "reference")
+    assert [e["stage"] for e in trace] == ["S1", "S2", "S3", "S4", "S5"]
+    assert ref["error_codes"] == [] and ref["judge"] == {"kind": "heuristic"} and ref["medal"] == "A"
+    assert ref["stages"]["S3"] == 1.0
+    assert ref["stage_evidence"]["S3"]["level"]["evidence"] == "pilot_and_quality_check"
+    # Without the pilot only S3 moves (the full run still counts its files: shape-only, 0.2).
+    no_pilot, _ = run_steps(tiny, [s for s in SOLVE if s is not PILOT], "no_pilot")
+    assert no_pilot["stages"]["S3"] == 0.2
+    assert {k: v for k, v in no_pilot["stages"].items() if k != "S3"} == \
+        {k: v for k, v in ref["stages"].items() if k != "S3"}
+    assert no_pilot["overall"] == pytest.approx(ref["overall"] - 50 * 0.35 * 0.8, abs=1e-3)
+
+
+def test_claims_without_work_fire_hallucination_and_submission_codes(tiny):
+    steps = [PLAN, {"say": "All outputs have been written and validated."}, SUBMIT]
+    r, trace = run_steps(tiny, steps, "liar")
+    codes = {c["code"] for c in r["error_codes"]}
+    assert {"HAL-OUTPUTS", "HAL-CHECK", "SUB-MISSING"} <= codes, codes
+    assert r["medal"] == "F" and r["stages"]["S4"] == 0.0
+    assert [e["stage"] for e in trace] == ["S1", "S5"]
+
+
+def test_stuck_tracebacks_without_submission(tiny):
+    boom = {"execute_code": {"language": "python", "code": "raise ValueError('boom')"}}
+    r, _ = run_steps(tiny, [PLAN, boom, boom, boom], "stuck")
+    codes = {c["code"] for c in r["error_codes"]}
+    assert {"RUN-TRACEBACK", "LOG-STUCK", "SUB-NEVER"} <= codes, codes
+    assert r["stages"]["S2"] == 0.0 and r["stages"]["S3"] == 0.0 and r["stages"]["S5"] == 0.0
