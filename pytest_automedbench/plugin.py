@@ -243,6 +243,7 @@ def properties(r: dict, result_path: Path) -> dict:
         **{f"amb_{k.lower()}": v for k, v in r["stages"].items()},
         "amb_completion": r["completion_rate"], "amb_turns": r["turns"], "amb_wall_time_s": r["wall_time_s"],
         "amb_failure_mode": r["failure_mode"] or "none", "amb_medal": r["medal"] or "none",
+        "amb_error_codes": ",".join(c["code"] for c in r.get("error_codes") or []) or "none",
         "amb_tokens": sum(r["tokens"].values()),
         "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
         "amb_result": os.fspath(result_path),
