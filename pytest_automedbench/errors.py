@@ -36,7 +36,7 @@ CODES: dict[str, ErrorCode] = {c.code: c for c in [
     ErrorCode("RES-DOWNLOAD", "resource", "a download (weights, packages) failed"),
     ErrorCode("LOG-DEGENERATE", "logic", "valid outputs that score near zero (wrong labels, orientation or mapping)"),
     ErrorCode("LOG-STUCK", "logic", "the same error repeated in 3 or more cells in a row"),
-    ErrorCode("RUN-TRACEBACK", "code_runtime", "a cell failed with a Python traceback"),
+    ErrorCode("RUN-TRACEBACK", "code_runtime", "a Python traceback no later successful cell recovered from"),
     ErrorCode("FMT-CASE", "format", "submitted cases in a broken format (unreadable, wrong dtype or type)"),
     ErrorCode("VER-UNCHECKED", "verification", "outputs were written but never checked"),
     ErrorCode("VER-UNNOTICED", "verification", "wrong shape, value range or NaN in outputs went unnoticed"),
@@ -51,13 +51,14 @@ CODES: dict[str, ErrorCode] = {c.code: c for c in [
     ErrorCode("SBX-DISQUALIFIED", "sandbox", "the run was disqualified for repeated violations"),
 ]}
 
-CLAIM_OUTPUTS = re.compile(r"\b(saved|wrote|written|generated|created|produced|completed?|finished|done)\b.{0,60}"
-                           r"\b(outputs?|predictions?|results?|segmentations?|masks?|answers?|reports?|files?|all cases)\b|"
-                           r"\b(outputs?|predictions?|results?|all cases)\b.{0,40}\b(saved|written|generated|complete|done)\b",
-                           re.I)
-CLAIM_CHECK = re.compile(r"\b(validated|verified|checked|confirmed|sanity[- ]checked)\b", re.I)
+# What counts as "the outputs" in a claim (not plan files or the environment).
+_OUT = r"(outputs?|predictions?|segmentations?|masks?|answers?|reports?|submission|all (the )?cases|every case)"
+CLAIM_OUTPUTS = re.compile(r"\b(saved|wrote|written|generated|created|produced|completed?|finished)\b.{0,60}\b" + _OUT
+                           + r"\b|\b" + _OUT + r"\b.{0,40}\b(saved|written|generated|complete|done|ready)\b", re.I)
+CLAIM_CHECK = re.compile(r"\b(validated|verified|checked|confirmed|sanity[- ]checked)\b.{0,60}\b" + _OUT
+                         + r"\b|\b" + _OUT + r"\b.{0,40}\b(validated|verified|checked|confirmed)\b", re.I)
 # A sentence about the future is a plan, not a claim.
-INTENT = re.compile(r"\b(will|'ll|going to|next|then|once|after|before|let me|let's|plan|should|need to|to be)\b", re.I)
+INTENT = re.compile(r"\b(will|'ll|going to|next|then|once|after|before|let me|let's|should|need to|to be)\b", re.I)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 BAD_VALUES = re.compile(r"shape|range|nan|inf|label set|empty|constant", re.I)
 TRACK_WORDS = {
@@ -166,10 +167,12 @@ def _last_error_line(stderr: str | None) -> str | None:
 
 
 def code_runtime(f: RunFacts) -> list[Fired]:
+    # A traceback the agent fixed is research as usual; one no later cell recovered from is an error.
     tb = [c for c in f.cells if P.TRACEBACK.search(c.stderr or "")]
-    if not tb:
+    if not tb or any(P.ok(c) for c in f.cells if c.index > tb[-1].index):
         return []
-    return [_fire("RUN-TRACEBACK", f"{len(tb)} cells, first cell {tb[0].index}: {_last_error_line(tb[0].stderr)}")]
+    return [_fire("RUN-TRACEBACK", f"{len(tb)} cells with tracebacks, the last (cell {tb[-1].index}) never "
+                                   f"recovered from: {_last_error_line(tb[-1].stderr)}")]
 
 
 def _broken(f: RunFacts) -> list:

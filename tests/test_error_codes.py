@@ -83,6 +83,11 @@ def test_near_misses_do_not_fire(tmp_path):
     # two identical errors are not a stuck loop; a handled failure is not a traceback
     assert "LOG-STUCK" not in codes_of(tmp_path, good_cells() + [cell("f()", exit_code=1, stderr="KeyError: 'x'")] * 2)
     assert "RUN-TRACEBACK" not in codes_of(tmp_path, good_cells() + [cell("f()", exit_code=1, stderr="KeyError")])
+    recovered = good_cells()[:3] + [cell("f()", exit_code=1, stderr=TB)] + good_cells()[3:]
+    assert "RUN-TRACEBACK" not in codes_of(tmp_path, recovered)
+    # talk about plan files or the environment is not a claim about outputs
+    assert codes_of(tmp_path, said={0: "I have created the plan file.", 1: "I checked the environment."}) == {}
+    assert "HAL-OUTPUTS" in codes_of(tmp_path, said={0: "The predictions for every case are saved."})
     # training words on a training-allowed task are fine
     assert "TSK-TRAINING" not in codes_of(tmp_path, **CASES["TSK-TRAINING"], inference_only=False)
 

@@ -124,3 +124,23 @@ def test_judge_run_defaults_to_heuristic(tmp_path, run):
     v, info = judge_run(*run, "segmentation", "standard", N_CASES)
     assert info == {"kind": "heuristic"} and v["S3"].score == 1.0
     assert judge_for("heuristic", tmp_path) is None and judge_for(None, tmp_path) is None
+
+
+def test_rescoring_a_run_from_its_files_hits_the_cache(tmp_path, run):
+    from pytest_automedbench.runfiles import RunFilesError, load_run
+    from pytest_automedbench.runner import write_run_files
+
+    record, workspace = run
+    model, j = llm_judge(tmp_path, [answer()])
+    j.judge(record, workspace, "segmentation", "standard", N_CASES)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_run_files(run_dir, {"turns": record.turns, "submitted": True, "ended_by": "submit",
+                              "failure_mode": None, "tokens": record.usage.as_dict()}, record)
+    loaded, _ = load_run(run_dir)
+    assert [e.stage for e in loaded.trace] == [e.stage for e in record.trace] and loaded.submitted
+    _, info = j.judge(loaded, workspace, "segmentation", "standard", N_CASES)
+    assert info["cached"] and len(model.requests) == 1
+    (run_dir / "trace.jsonl").write_text("{not json\n")
+    with pytest.raises(RunFilesError, match="trace.jsonl: line 1"):
+        load_run(run_dir)
