@@ -69,3 +69,16 @@ def test_stuck_tracebacks_without_submission(tiny):
     codes = {c["code"] for c in r["error_codes"]}
     assert {"RUN-TRACEBACK", "LOG-STUCK", "SUB-NEVER"} <= codes, codes
     assert r["stages"]["S2"] == 0.0 and r["stages"]["S3"] == 0.0 and r["stages"]["S5"] == 0.0
+
+
+def test_amb_judge_option_reaches_the_judge(tiny_suite, pytester):
+    # The null agent as judge answers prose: invalid twice, so the heuristic verdict stands, noted.
+    from conftest import read_results
+
+    r = pytester.runpytest("suite", "--amb-judge=null", "--amb-model=null", "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    result = read_results(pytester)["runs"][0]
+    assert result["judge"]["kind"] == "llm" and result["judge"]["model"] == "null"
+    assert result["judge"]["fallback"] == "heuristic" and result["judge"]["api_calls"] == 2
+    assert {c["code"] for c in result["error_codes"]} == {"SUB-NEVER", "TSK-NO-ATTEMPT"}
+    assert result["medal"] == "F"
