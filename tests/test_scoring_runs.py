@@ -82,3 +82,42 @@ def test_amb_judge_option_reaches_the_judge(tiny_suite, pytester):
     assert result["judge"]["fallback"] == "heuristic" and result["judge"]["api_calls"] == 2
     assert {c["code"] for c in result["error_codes"]} == {"SUB-NEVER", "TSK-NO-ATTEMPT"}
     assert result["medal"] == "F"
+
+
+PLAN_MD = """import os
+open(os.path.join(os.environ["AMB_WORKSPACE"], "plan.md"), "w").write('''# Plan
+We use a threshold model because the intensities separate the labels; alternatives considered: UNet, SegResNet.
+1. Inspect the images (shape, spacing, dtype).
+2. Pilot the threshold on a single case and check the label set.
+3. Segment every case and write one label volume per case.
+4. Check the outputs are complete, then submit.
+''')
+"""
+PLAN_PNG = """import os
+from PIL import Image, ImageDraw
+im = Image.new("RGB", (420, 160), "white")
+d = ImageDraw.Draw(im)
+for i in range(3):
+    d.rectangle([20 + 140 * i, 50, 120 + 140 * i, 110], outline="black", fill=(200, 220, 255))
+    d.line([120 + 140 * i, 80, 160 + 140 * i, 80], fill="red", width=3)
+im.save(os.path.join(os.environ["AMB_WORKSPACE"], "plan.png"))
+"""
+
+
+def code(text):
+    return {"execute_code": {"language": "python", "code": text}}
+
+
+@pytest.mark.parametrize("name, steps, unmet", [
+    ("plan_full", [code(PLAN_MD), code(PLAN_PNG)], set()),
+    ("plan_no_png", [code(PLAN_MD)], {"plan_png_exists", "plan_png_is_diagram"}),
+    ("plan_two_models", [code(PLAN_MD.replace(", SegResNet", "")), code(PLAN_PNG)], {"three_models_researched"}),
+    ("plan_blank_png", [code(PLAN_MD), code(PLAN_PNG.replace("for i in range(3)", "for i in range(0)"))],
+     {"plan_png_is_diagram"}),
+])
+def test_plan_step_files_move_their_s1_items(tiny, name, steps, unmet):
+    r, trace = run_steps(tiny, steps + [SUBMIT], name, tier="standard")
+    items = r["stage_evidence"]["S1"]
+    assert {k for k, v in items.items() if not v["met"]} == unmet, items
+    assert r["stages"]["S1"] == pytest.approx(1 - len(unmet) / 6)
+    assert {e["stage"] for e in trace[:-1]} == {"S1"}
