@@ -7,6 +7,7 @@ family's share of all fired codes, and the mean overall of runs with and without
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,14 +213,27 @@ def submission(f: RunFacts) -> list[Fired]:
     if f.record.submitted and missing:
         fired.append(_fire("SUB-MISSING", f"{len(missing)} of {t.n_cases} cases missing: {', '.join(missing[:5])}"))
     stray = list(t.extra_files)
-    if not t.n_valid:
-        outputs = f.workspace / "outputs"
-        stray += [str(p.relative_to(f.workspace)) for p in f.workspace.rglob("*")
-                  if p.is_file() and outputs not in p.parents and p.suffix in (".gz", ".nii", ".json", ".csv", ".txt")
-                  and p.name not in ("plan.md", "TASK.md")]
+    if missing and not t.n_valid:
+        stray += _misplaced(f.workspace, missing)
     if stray:
         fired.append(_fire("SUB-PATHS", f"files matching no case: {', '.join(sorted(stray)[:5])}"))
     return fired
+
+
+def _misplaced(workspace: Path, cases: list[str], max_files: int = 5000) -> list[str]:
+    """Files outside outputs/ named after a missing case (outputs written to the wrong folder)."""
+    found, seen = [], 0
+    for root, dirs, files in os.walk(workspace):
+        if Path(root) == workspace:
+            dirs[:] = [d for d in dirs if d != "outputs"]
+        for name in files:
+            seen += 1
+            rel = str((Path(root) / name).relative_to(workspace))
+            if any(c in rel for c in cases):
+                found.append(rel)
+        if seen > max_files:  # an installed environment in the workspace; enough looked at
+            break
+    return found
 
 
 def task_understanding(f: RunFacts) -> list[Fired]:

@@ -134,3 +134,14 @@ def test_taxonomy_is_documented():
     doc = (Path(errors.__file__).parents[1] / "docs" / "scoring.md").read_text()
     for code in CODES:
         assert code in doc, code
+
+
+def test_unrelated_workspace_files_are_not_wrong_paths(tmp_path):
+    rec = make_record(good_cells())
+    ws = make_workspace(tmp_path)
+    (ws / "requirements.txt").write_text("torch\n")
+    (ws / "notes.json").write_text("{}")
+    fired = detect(RunFacts(rec, track_result(n_valid=0, score=0.0,
+                                              errors=[(f"case_00{i}", "missing file") for i in range(3)]),
+                            ws, "segmentation"))
+    assert "SUB-PATHS" not in {f["code"] for f in fired}
