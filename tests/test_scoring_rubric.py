@@ -100,6 +100,8 @@ NO_PILOT = [c for c in good_cells() if c["code"] != PILOT]
     ([c for c in NO_PILOT if c["code"] != CHECK], 0.0),
     # a pilot with only a shape check is not a quality check
     (replace(good_cells(), PILOT, "x = load(cases[0])\npred = net(x)\nprint(pred.shape)"), 0.2),
+    # a shape-checked prediction is shape-only validation even when nothing is checked later
+    (replace([c for c in good_cells() if c["code"] != CHECK], PILOT, "pred = net(x)\nprint(pred.shape)"), 0.2),
 ])
 def test_s3_ladder(tmp_path, cells, level):
     v, _ = verdicts(tmp_path, cells)

@@ -27,7 +27,8 @@ def stage_of(cell: TraceEvent, previous: str, full_run_index: int | None, output
         return "S5"
     if P.PLAN_WRITE.search(code):
         return "S1"
-    if P.RUNS_MODEL.search(code) and (P.SINGLE_CASE.search(code) or P.RANGE_CHECK.search(code)):
+    if P.RUNS_MODEL.search(code) and (P.SINGLE_CASE.search(code) or P.RANGE_CHECK.search(code)
+                                      or ".shape" in code):
         return "S3"
     if P.INSTALL.search(code) or P.ENV_CHECK.search(code) or P.WEIGHTS.search(code) \
             or P.DEVICE.search(code) or P.COMPAT.search(code):
