@@ -1,21 +1,43 @@
-"""The `automedbench` command: subcommands live in their own modules (`add_parser`, `run`)."""
+"""The `automedbench` console command: an argparse dispatcher over subcommand modules.
+
+Each module in SUBCOMMANDS exposes `add_parser(subparsers)`, which adds its subparser and sets
+`func=<callable(args) -> int>` as a default. To add a subcommand, write a module and add its name
+here (a module that fails to import is left out, so one broken subcommand never hides the others).
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ["pytest_automedbench.cli_prepare"]
+SUBCOMMANDS = [
+    "pytest_automedbench.cli_brief",
+    "pytest_automedbench.cli_prepare",
+]
+
+
+def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="automedbench",
+                                     description="Benchmark AI agents on medical-AI research tasks.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in modules if modules is not None else SUBCOMMANDS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:
+            print(f"automedbench: subcommand module {name} unavailable: {e}", file=sys.stderr)
+            continue
+        module.add_parser(sub)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="automedbench", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
-        importlib.import_module(name).add_parser(sub)
+    parser = build_parser()
     args = parser.parse_args(argv)
-    return args.run(args)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m pytest_automedbench.cli
     sys.exit(main())

@@ -76,7 +76,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--suites", type=Path, default=DEFAULT_SUITES, help="where to look for task files")
     p.add_argument("--data-dir", type=Path, default=None, help="prepared data (default $AMB_DATA_DIR or ~/.cache/...)")
     p.add_argument("--force", action="store_true", help="prepare again even when the checksums match")
-    p.set_defaults(run=run)
+    p.set_defaults(func=run)
 
 
 def run(args) -> int:

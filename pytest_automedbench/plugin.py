@@ -37,6 +37,7 @@ OPTIONS = [
     ("time-limit", "amb_time_limit", None, float, "wall-clock seconds per run (overrides the task's)"),
     ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
     ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
+    ("judge", "amb_judge", "heuristic", str, "stage judge: heuristic, claude[:ID], gpt or openai:ID"),
 ]
 
 
@@ -87,6 +88,7 @@ def settings_from(config) -> RunSettings:
             "tier": tier, "repeats": repeats,
             "report_dir": report_dir if report_dir.is_absolute() else rootdir / report_dir,
             "data_dir": Path(data_dir).expanduser() if data_dir else default_data_dir(),
+            "judge": _option(config, "amb_judge", str),
         },
     )
 
@@ -241,6 +243,7 @@ def properties(r: dict, result_path: Path) -> dict:
         **{f"amb_{k.lower()}": v for k, v in r["stages"].items()},
         "amb_completion": r["completion_rate"], "amb_turns": r["turns"], "amb_wall_time_s": r["wall_time_s"],
         "amb_failure_mode": r["failure_mode"] or "none", "amb_medal": r["medal"] or "none",
+        "amb_error_codes": ",".join(c["code"] for c in r.get("error_codes") or []) or "none",
         "amb_tokens": sum(r["tokens"].values()),
         "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
         "amb_result": os.fspath(result_path),

@@ -22,7 +22,8 @@ from . import __version__, scoring
 from .agents import Agent
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
-from .judge import judge
+from .errors import RunFacts, detect
+from .judge import judge_for, judge_run
 from .metrics import TrackResult, metric_module
 from .sandbox import Sandbox, SandboxConfig
 from .tasks import LoadedTask
@@ -90,18 +91,21 @@ def failure_mode(record: RunRecord, track: TrackResult) -> str | None:
     return None
 
 
-def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, data: TaskData) -> dict[str, Any]:
-    """Everything result.json says about how well the run did."""
+def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, data: TaskData,
+              llm_judge=None) -> dict[str, Any]:
+    """Everything result.json says about how well the run did (labels record.trace with stages)."""
     spec = task.spec
     outputs = workspace / "outputs"
     outputs.mkdir(parents=True, exist_ok=True)
     track = metric_module(spec.track).evaluate(spec, outputs, data.private, data.public)
-    verdicts = judge(record, workspace, tier, track.n_cases)
-    bands = (spec.medals.A, spec.medals.B) if spec.medals else scoring.DEFAULT_MEDAL_BANDS.get(spec.track)
+    verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge)
+    bands, relative = scoring.medal_bands(spec.track, spec.medals)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
-                        baseline=track.diagnostics.get("baseline_score"))
+                        baseline=track.diagnostics.get("baseline_score"), relative=relative,
+                        submitted=record.submitted)
+    facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
     return {
         "overall": round(s.overall, 4),
         "agentic": round(s.agentic, 6),
@@ -113,6 +117,8 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
         "medal": s.medal,
         "failure_mode": failure_mode(record, track),
+        "error_codes": detect(facts),
+        "judge": judge_info,
     }
 
 
@@ -131,16 +137,19 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
                            cell_timeout_s=limits.cell_timeout_s)
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    # Built before the run, so a judge that cannot start (no API key) costs no agent run.
+    llm_judge = judge_for(settings.extra.get("judge"), Path(settings.runs_dir) / ".judge-cache",
+                          settings.extra.get("cost_fn"))
     sandbox = make_sandbox(config)
     with sandbox:
         record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                            cost_fn=settings.extra.get("cost_fn")).run(brief)
-    scores = score_run(task, tier, record, workspace, data)
+    scores = score_run(task, tier, record, workspace, data, llm_judge)
     result = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "run_id": rid, "task_id": spec.id, "track": spec.track, "tier": tier, "model": settings.model,
         "repeat": repeat, **scores,
-        "error_codes": [], "violations": record.violations,
+        "violations": record.violations,
         "turns": record.turns, "wall_time_s": record.wall_time_s, "ended_by": record.ended_by,
         "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
         "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,

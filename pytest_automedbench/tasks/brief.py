@@ -44,7 +44,21 @@ def preamble(task: TaskSpec, tier: str) -> str:
         "",
         "## Workflow",
         STAGES.format(png=png),
+        "",
+        "## Required artifacts (scored)",
+        *[f"- {a}" for a in required_artifacts(tier)],
     ])
+
+
+def required_artifacts(tier: str) -> list[str]:
+    """What the judge looks for, in the agent's words (judge/rubric.yaml has the items)."""
+    plan = ("/workspace/plan.md (every tier): a numbered pipeline from reading the data to writing the outputs, "
+            "the model you chose and why")
+    if tier == "lite":
+        return [plan + ".", "Outputs under /workspace/outputs in the submission format below."]
+    return [plan + ", and at least 3 candidate models you compared.",
+            "/workspace/plan.png (standard and pro tiers): a diagram of your pipeline (boxes and arrows).",
+            "Outputs under /workspace/outputs in the submission format below."]
 
 
 def tier_section(task: TaskSpec, tier: str) -> str:

@@ -1,0 +1,313 @@
+"""The error-code taxonomy: codes as data (each in a family), detectors, and their aggregate.
+
+Every run goes through every detector (`detect`); a fired code carries the evidence that fired
+it, and result.json lists them under `error_codes`. `summarize` gives the reports each code's and
+family's share of all fired codes, and the mean overall of runs with and without codes
+(AutoMedBench: runs with one fired code score about half as well). Documented in docs/scoring.md.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .agents.loop import RunRecord
+from .judge import patterns as P
+from .metrics import TrackResult
+
+FAMILIES = ("hallucination", "resource", "logic", "code_runtime", "format", "verification", "submission",
+            "task_understanding", "sandbox")
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    code: str
+    family: str
+    title: str
+
+
+CODES: dict[str, ErrorCode] = {c.code: c for c in [
+    ErrorCode("HAL-OUTPUTS", "hallucination", "claims outputs were written or the task done, but no successful cell wrote any"),
+    ErrorCode("HAL-CHECK", "hallucination", "claims the outputs were checked or validated, but no successful cell checked them"),
+    ErrorCode("RES-OOM", "resource", "a cell ran out of memory"),
+    ErrorCode("RES-TIMEOUT", "resource", "a cell or the run hit its time limit"),
+    ErrorCode("RES-BUDGET", "resource", "the run hit its turn, token or cost budget"),
+    ErrorCode("RES-DOWNLOAD", "resource", "a download (weights, packages) failed"),
+    ErrorCode("LOG-DEGENERATE", "logic", "valid outputs that score near zero (wrong labels, orientation or mapping)"),
+    ErrorCode("LOG-STUCK", "logic", "the same error repeated in 3 or more cells in a row"),
+    ErrorCode("RUN-TRACEBACK", "code_runtime", "a Python traceback no later successful cell recovered from"),
+    ErrorCode("FMT-CASE", "format", "submitted cases in a broken format (unreadable, wrong dtype or type)"),
+    ErrorCode("VER-UNCHECKED", "verification", "outputs were written but never checked"),
+    ErrorCode("VER-UNNOTICED", "verification", "wrong shape, value range or NaN in outputs went unnoticed"),
+    ErrorCode("VER-NO-PILOT", "verification", "the full run started without any validation (S3 = 0)"),
+    ErrorCode("SUB-NEVER", "submission", "submit_results was never called"),
+    ErrorCode("SUB-MISSING", "submission", "cases missing from the submission"),
+    ErrorCode("SUB-PATHS", "submission", "outputs written to wrong paths or names"),
+    ErrorCode("TSK-NO-ATTEMPT", "task_understanding", "no code was run at all"),
+    ErrorCode("TSK-OFF-TASK", "task_understanding", "the plan does not address the task's track"),
+    ErrorCode("TSK-TRAINING", "task_understanding", "trained or fine-tuned on an inference-only task"),
+    ErrorCode("SBX-VIOLATION", "sandbox", "the sandbox policy blocked an action"),
+    ErrorCode("SBX-DISQUALIFIED", "sandbox", "the run was disqualified for repeated violations"),
+]}
+
+# What counts as "the outputs" in a claim (not plan files or the environment).
+_OUT = r"(outputs?|predictions?|segmentations?|masks?|answers?|reports?|submission|all (the )?cases|every case)"
+CLAIM_OUTPUTS = re.compile(r"\b(saved|wrote|written|generated|created|produced|completed?|finished)\b.{0,60}\b" + _OUT
+                           + r"\b|\b" + _OUT + r"\b.{0,40}\b(saved|written|generated|complete|done|ready)\b", re.I)
+CLAIM_CHECK = re.compile(r"\b(validated|verified|checked|confirmed|sanity[- ]checked)\b.{0,60}\b" + _OUT
+                         + r"\b|\b" + _OUT + r"\b.{0,40}\b(validated|verified|checked|confirmed)\b", re.I)
+# A sentence about the future is a plan, not a claim.
+INTENT = re.compile(r"\b(will|'ll|going to|next|then|once|after|before|let me|let's|should|need to|to be)\b", re.I)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+BAD_VALUES = re.compile(r"shape|range|nan|inf|label set|empty|constant", re.I)
+TRACK_WORDS = {
+    "segmentation": r"segment|mask|label",
+    "enhancement": r"enhanc|denois|restor|super-?res",
+    "synthesis": r"synthe|sct|pseudo-?ct|translat|mr.?to.?ct",
+    "classification": r"classif|predict\w* (the )?(class|label)|diagnos",
+    "detection": r"detect|box|localis|localiz",
+    "vqa": r"question|answer|vqa",
+    "report": r"report|findings|impression",
+}
+DEGENERATE_BELOW = 0.05
+
+
+@dataclass
+class RunFacts:
+    """Everything a detector may look at."""
+
+    record: RunRecord
+    track: TrackResult
+    workspace: Path
+    track_name: str
+    inference_only: bool = True
+    stages: dict[str, float] | None = None  # S1..S5 scores once judged
+
+    @property
+    def cells(self):
+        return self.record.code_cells()
+
+
+Fired = dict[str, Any]  # {"code", "family", "title", "evidence"}
+
+
+def _fire(code: str, evidence: str) -> Fired:
+    c = CODES[code]
+    return {"code": c.code, "family": c.family, "title": c.title, "evidence": evidence}
+
+
+def _assistant_turns(record: RunRecord) -> list[tuple[int, str]]:
+    """(turn number, text) of every assistant message, turns counted from 0 like TraceEvent.turn."""
+    out, turn = [], 0
+    for m in record.conversation:
+        if m.get("role") == "assistant":
+            out.append((turn, m.get("content") or ""))
+            turn += 1
+    return out
+
+
+def _claims(f: RunFacts, pattern: re.Pattern, backed: Callable[[int], bool]) -> str | None:
+    for turn, text in _assistant_turns(f.record):
+        for sentence in SENTENCE_END.split(text):
+            if pattern.search(sentence) and not INTENT.search(sentence) and not backed(turn):
+                return f"turn {turn}: {sentence.strip()[:160]!r}"
+    return None
+
+
+def hallucination(f: RunFacts) -> list[Fired]:
+    fired = []
+    # Events of turn t ran after the assistant's turn-t text was written, so only earlier turns back it.
+    wrote = lambda turn: any(P.ok(c) and c.outputs_after > 0 and c.turn < turn for c in f.cells)  # noqa: E731
+    checked = lambda turn: any(P.ok(c) and c.turn < turn and (P.RANGE_CHECK.search(c.code or "")  # noqa: E731
+                                                              or P.SHAPE_CHECK.search(c.code or "")) for c in f.cells)
+    if (claim := _claims(f, CLAIM_OUTPUTS, wrote)):
+        fired.append(_fire("HAL-OUTPUTS", claim + " but no successful cell had written outputs"))
+    if (claim := _claims(f, CLAIM_CHECK, checked)):
+        fired.append(_fire("HAL-CHECK", claim + " but no successful cell had checked anything"))
+    return fired
+
+
+def resource(f: RunFacts) -> list[Fired]:
+    fired = []
+    oom = [c.index for c in f.cells if P.OOM.search(c.stderr or "") or c.exit_code in (-9, 137)]
+    if oom:
+        fired.append(_fire("RES-OOM", f"cells {oom[:5]}"))
+    timed = [c.index for c in f.cells if c.timed_out]
+    if timed or f.record.limit_hit == "time_limit":
+        fired.append(_fire("RES-TIMEOUT", (f"cells {timed[:5]} timed out" if timed else "")
+                           + (" run hit time_limit" if f.record.limit_hit == "time_limit" else "")))
+    if f.record.limit_hit in ("max_turns", "max_tokens", "max_cost"):
+        fired.append(_fire("RES-BUDGET", f"run ended by {f.record.limit_hit}"))
+    dl = [c.index for c in f.cells if P.DOWNLOAD_FAIL.search(c.stderr or "")]
+    if dl:
+        fired.append(_fire("RES-DOWNLOAD", f"cells {dl[:5]}"))
+    return fired
+
+
+def logic(f: RunFacts) -> list[Fired]:
+    fired = []
+    t = f.track
+    if t.format_valid and t.n_valid > 0 and t.score < DEGENERATE_BELOW:
+        fired.append(_fire("LOG-DEGENERATE", f"{t.n_valid} valid cases score {t.score:.3f}"))
+    run, last = [], None
+    for c in f.cells:
+        err = _last_error_line(c.stderr) if not P.ok(c) else None
+        run = run + [c.index] if err and err == last else ([c.index] if err else [])
+        last = err
+        if len(run) >= 3:
+            fired.append(_fire("LOG-STUCK", f"cells {run}: {err[:120]}"))
+            break
+    return fired
+
+
+def _last_error_line(stderr: str | None) -> str | None:
+    lines = [ln.strip() for ln in (stderr or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else None
+
+
+def code_runtime(f: RunFacts) -> list[Fired]:
+    # A traceback the agent fixed is research as usual; one no later cell recovered from is an error.
+    tb = [c for c in f.cells if P.TRACEBACK.search(c.stderr or "")]
+    if not tb or any(P.ok(c) for c in f.cells if c.index > tb[-1].index):
+        return []
+    return [_fire("RUN-TRACEBACK", f"{len(tb)} cells with tracebacks, the last (cell {tb[-1].index}) never "
+                                   f"recovered from: {_last_error_line(tb[-1].stderr)}")]
+
+
+def _broken(f: RunFacts) -> list:
+    return [e for e in f.track.case_errors if e.problem != "missing file"]
+
+
+def format_errors(f: RunFacts) -> list[Fired]:
+    bad = [e for e in _broken(f) if not BAD_VALUES.search(e.problem)]
+    return [_fire("FMT-CASE", "; ".join(str(e) for e in bad[:3]))] if bad else []
+
+
+def verification(f: RunFacts) -> list[Fired]:
+    fired = []
+    cells = f.cells
+    writer = next((c for c in cells if P.ok(c) and c.outputs_after > 0), None)
+    if writer is not None:
+        check = next((c for c in cells if c.index >= writer.index and P.ok(c)
+                      and (P.RANGE_CHECK.search(c.code or "") or P.SHAPE_CHECK.search(c.code or ""))), None)
+        if check is None:
+            fired.append(_fire("VER-UNCHECKED", f"outputs first written by cell {writer.index}; no later cell checks them"))
+    bad = [e for e in _broken(f) if BAD_VALUES.search(e.problem)]
+    if bad:
+        fired.append(_fire("VER-UNNOTICED", "; ".join(str(e) for e in bad[:3])))
+    full = P.full_run_cell(cells, f.track.n_cases)
+    if full is not None and f.stages is not None and f.stages.get("S3", 0.0) == 0.0:
+        fired.append(_fire("VER-NO-PILOT", f"full run in cell {full.index} with S3 = 0"))
+    return fired
+
+
+def submission(f: RunFacts) -> list[Fired]:
+    fired = []
+    t = f.track
+    if not f.record.submitted:
+        fired.append(_fire("SUB-NEVER", f"run ended by {f.record.ended_by}"
+                           + (f" ({f.record.limit_hit})" if f.record.limit_hit else "")))
+    missing = [e.case for e in t.case_errors if e.problem == "missing file"]
+    if f.record.submitted and missing:
+        fired.append(_fire("SUB-MISSING", f"{len(missing)} of {t.n_cases} cases missing: {', '.join(missing[:5])}"))
+    stray = list(t.extra_files)
+    if missing and not t.n_valid:
+        stray += _misplaced(f.workspace, missing)
+    if stray:
+        fired.append(_fire("SUB-PATHS", f"files matching no case: {', '.join(sorted(stray)[:5])}"))
+    return fired
+
+
+def _misplaced(workspace: Path, cases: list[str], max_files: int = 5000) -> list[str]:
+    """Files outside outputs/ named after a missing case (outputs written to the wrong folder)."""
+    found, seen = [], 0
+    for root, dirs, files in os.walk(workspace):
+        if Path(root) == workspace:
+            dirs[:] = [d for d in dirs if d != "outputs"]
+        for name in files:
+            seen += 1
+            rel = str((Path(root) / name).relative_to(workspace))
+            if any(c in rel for c in cases):
+                found.append(rel)
+        if seen > max_files:  # an installed environment in the workspace; enough looked at
+            break
+    return found
+
+
+def task_understanding(f: RunFacts) -> list[Fired]:
+    fired = []
+    if not f.cells:
+        fired.append(_fire("TSK-NO-ATTEMPT", f"no code cell in {f.record.turns} turns"))
+    plan = f.workspace / "plan.md"
+    words = TRACK_WORDS.get(f.track_name)
+    if plan.is_file() and words and not re.search(words, plan.read_text(errors="replace"), re.I):
+        fired.append(_fire("TSK-OFF-TASK", f"plan.md never mentions {f.track_name} ({words})"))
+    if f.inference_only:
+        train = P.first(f.cells, P.TRAINING, ok_only=False)
+        if train is not None:
+            fired.append(_fire("TSK-TRAINING", P.cite(train, P.TRAINING)))
+    return fired
+
+
+def sandbox(f: RunFacts) -> list[Fired]:
+    fired = []
+    v = f.record.violations
+    blocked = [c.index for c in f.record.trace if c.blocked]
+    if v or blocked:
+        first = v[0] if v else {}
+        what = first.get("rule") or first.get("reason") or first.get("message") or str(first)[:120] if v else ""
+        fired.append(_fire("SBX-VIOLATION", f"{len(v)} violations" + (f", first: {what}" if what else "")
+                           + (f"; blocked cells {blocked[:5]}" if blocked else "")))
+    if f.record.disqualified:
+        fired.append(_fire("SBX-DISQUALIFIED", f"{len(v)} violations"))
+    return fired
+
+
+DETECTORS: list[Callable[[RunFacts], list[Fired]]] = [
+    hallucination, resource, logic, code_runtime, format_errors, verification, submission, task_understanding,
+    sandbox,
+]
+
+
+def detect(facts: RunFacts) -> list[Fired]:
+    """Run every detector; the fired codes in taxonomy order, each with its evidence."""
+    fired = [x for d in DETECTORS for x in d(facts)]
+    order = list(CODES)
+    return sorted(fired, key=lambda x: order.index(x["code"]))
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each code's and family's share of all fired codes, and the mean overall with / without codes.
+
+    `results` are result.json documents (their `error_codes` and `overall`).
+    """
+    codes: dict[str, int] = {}
+    families: dict[str, int] = {}
+    with_codes, without = [], []
+    for r in results:
+        fired = r.get("error_codes") or []
+        (with_codes if fired else without).append(float(r.get("overall") or 0.0))
+        for x in fired:
+            code = x["code"] if isinstance(x, dict) else str(x)
+            family = x.get("family") if isinstance(x, dict) else None
+            family = family or (CODES[code].family if code in CODES else "unknown")
+            codes[code] = codes.get(code, 0) + 1
+            families[family] = families.get(family, 0) + 1
+    total = sum(codes.values())
+    mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else None  # noqa: E731
+    m_with, m_without = mean(with_codes), mean(without)
+    return {
+        "runs": len(results),
+        "runs_with_codes": len(with_codes),
+        "fired": total,
+        "codes": {c: {"count": n, "share": round(n / total, 4), "family": CODES[c].family if c in CODES else "unknown",
+                      "title": CODES[c].title if c in CODES else ""}
+                  for c, n in sorted(codes.items(), key=lambda kv: (-kv[1], kv[0]))},
+        "families": {f: {"count": n, "share": round(n / total, 4)}
+                     for f, n in sorted(families.items(), key=lambda kv: (-kv[1], kv[0]))},
+        "mean_overall_with_codes": m_with,
+        "mean_overall_without_codes": m_without,
+        "relative_drop": round(1 - m_with / m_without, 4) if m_with is not None and m_without else None,
+    }

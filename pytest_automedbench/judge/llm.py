@@ -1,0 +1,275 @@
+"""The LLM judge (`--amb-judge=claude|claude:<id>|gpt|openai:<id>`): the same rubric, decided by a model.
+
+It talks to the model through the agent interface (`Agent.respond(conversation, tools=[])`), so
+any backend `make_agent` builds works. The model sees the rubric, facts about the workspace and
+the trace condensed to ~24k characters (head, tail, failing cells, a sample of the middle), and
+answers JSON (ANSWER_SCHEMA). An invalid answer gets one retry naming the problem; a second
+invalid answer falls back to the heuristic verdict with a note. Valid answers are cached by a
+hash of rubric + prompt + model, so re-scoring the same trace costs nothing. The judge's tokens
+and cost go to result.json `judge`, apart from the agent's.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from ..agents.base import Agent, Usage
+from ..agents.loop import RunRecord, TraceEvent
+from . import heuristic
+from .heuristic import StageVerdict, apply_tier_and_reach
+from .rubric import load_rubric
+from .stages import reached
+
+TRACE_CAP_CHARS = 24_000
+PIECE_CHARS = 600  # each code / output / message cut to this (AutoMedBench: 600)
+
+SYSTEM = ("You are a strict, fair judge of an AI agent's research workflow. Decide each rubric item "
+          "only from the evidence shown (executed cells and their outputs; files in the workspace). "
+          "Claims in the agent's messages that no successful cell backs are not evidence. "
+          "Answer with one JSON object and nothing else.")
+
+
+def answer_schema(rubric) -> dict[str, Any]:
+    """JSON schema of the judge's answer (also shown to the model)."""
+    item = {"type": "object", "required": ["met", "evidence"],
+            "properties": {"met": {"type": "boolean"}, "evidence": {"type": "string"}}}
+    return {
+        "type": "object", "required": ["S1", "S2", "S3"],
+        "properties": {
+            **{s: {"type": "object", "required": rubric.items(s), "properties": {i: item for i in rubric.items(s)}}
+               for s in ("S1", "S2")},
+            "S3": {"type": "object", "required": ["level", "evidence"],
+                   "properties": {"level": {"enum": list(rubric.levels("S3"))}, "evidence": {"type": "string"}}},
+        },
+    }
+
+
+def validate_answer(answer: Any, rubric) -> str | None:
+    """None when `answer` fits the schema, else the first problem in words."""
+    if not isinstance(answer, dict):
+        return "the answer is not a JSON object"
+    for stage in ("S1", "S2"):
+        block = answer.get(stage)
+        if not isinstance(block, dict):
+            return f"{stage}: missing or not an object"
+        for name in rubric.items(stage):
+            it = block.get(name)
+            if not isinstance(it, dict) or not isinstance(it.get("met"), bool):
+                return f"{stage}.{name}: needs {{\"met\": true|false, \"evidence\": \"...\"}}"
+            if not isinstance(it.get("evidence", ""), str):
+                return f"{stage}.{name}.evidence: must be a string"
+    s3 = answer.get("S3")
+    if not isinstance(s3, dict) or s3.get("level") not in rubric.levels("S3"):
+        return f"S3.level: must be one of {', '.join(rubric.levels('S3'))}"
+    return None
+
+
+def parse_answer(text: str) -> Any:
+    """The JSON object in a reply (code fences and chatter around it tolerated); raises ValueError."""
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
+    body = fenced.group(1) if fenced else text[text.find("{"): text.rfind("}") + 1]
+    if not body:
+        raise ValueError("no JSON object in the answer")
+    return json.loads(body)
+
+
+def _cut(text: str | None, n: int = PIECE_CHARS) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= n else text[: n // 2] + f" [...{len(text) - n} chars cut...] " + text[-n // 2:]
+
+
+def trace_blocks(record: RunRecord) -> list[tuple[str, bool]]:
+    """The run as (text, failing) blocks in order: assistant messages and tool calls."""
+    by_turn: dict[int, list[TraceEvent]] = {}
+    for e in record.trace:
+        by_turn.setdefault(e.turn, []).append(e)
+    blocks, turn = [], 0
+    for m in record.conversation:
+        if m.get("role") != "assistant":
+            continue
+        if m.get("content"):
+            blocks.append((f"[turn {turn}] assistant: {_cut(m['content'])}", False))
+        for e in by_turn.get(turn, []):
+            failing = e.exit_code not in (0, None) or e.timed_out or bool(e.blocked)
+            head = (f"[turn {turn}] call {e.index} {e.tool} stage={e.stage} exit={e.exit_code}"
+                    + (" TIMED OUT" if e.timed_out else "") + (f" BLOCKED: {e.blocked}" if e.blocked else "")
+                    + f" outputs_after={e.outputs_after}")
+            parts = [head]
+            if e.code:
+                parts.append(f"code ({e.language}):\n{_cut(e.code)}")
+            if e.stdout:
+                parts.append(f"stdout:\n{_cut(e.stdout)}")
+            if e.stderr:
+                parts.append(f"stderr:\n{_cut(e.stderr)}")
+            blocks.append(("\n".join(parts), failing))
+        turn += 1
+    return blocks
+
+
+def condense(blocks: list[tuple[str, bool]], cap: int = TRACE_CAP_CHARS) -> str:
+    """Head (40%), tail (40%), then failing cells and an even sample of the middle (20%)."""
+    if sum(len(b) + 1 for b, _ in blocks) <= cap:
+        return "\n".join(b for b, _ in blocks)
+    head, used = [], 0
+    for i, (b, _) in enumerate(blocks):
+        if used + len(b) > 0.4 * cap:
+            break
+        head.append(i)
+        used += len(b) + 1
+    tail, used = [], 0
+    for i in range(len(blocks) - 1, head[-1] if head else -1, -1):
+        if used + len(blocks[i][0]) > 0.4 * cap:
+            break
+        tail.append(i)
+        used += len(blocks[i][0]) + 1
+    start, end = (head[-1] + 1 if head else 0), (min(tail) if tail else len(blocks))
+    middle = list(range(start, end))
+    failing = [i for i in middle if blocks[i][1]]
+    step = max(1, len(middle) // 20)
+    chosen, used = [], 0
+    for i in failing + middle[::step]:
+        if i not in chosen and used + len(blocks[i][0]) <= 0.2 * cap:
+            chosen.append(i)
+            used += len(blocks[i][0]) + 1
+    keep = sorted(set(head) | set(tail) | set(chosen))
+    out, last = [], -1
+    for i in keep:
+        if i > last + 1:
+            out.append(f"[... {i - last - 1} blocks omitted ...]")
+        out.append(blocks[i][0])
+        last = i
+    return "\n".join(out)
+
+
+def workspace_facts(workspace: Path, n_cases: int) -> str:
+    plan = workspace / "plan.md"
+    png = workspace / "plan.png"
+    outputs = workspace / "outputs"
+    n_out = sum(1 for p in outputs.rglob("*") if p.is_file()) if outputs.is_dir() else 0
+    lines = [f"plan.md: {'present' if plan.is_file() else 'MISSING'}"]
+    if plan.is_file():
+        lines.append("----- plan.md -----\n" + _cut(plan.read_text(errors="replace"), 4000) + "\n----- end -----")
+    lines.append("plan.png: " + (heuristic.png_is_diagram(png)[1] if png.is_file() else "MISSING"))
+    lines.append(f"outputs: {n_out} files for {n_cases} cases")
+    return "\n".join(lines)
+
+
+class LLMJudge:
+    """Decides S1-S3 with a model; falls back to the heuristic verdict when the model fails."""
+
+    def __init__(self, agent: Agent, cache_dir: Path | None = None,
+                 cost_fn: Callable[[str | None, Usage], float | None] | None = None, cap: int = TRACE_CAP_CHARS):
+        self.agent, self.cache_dir, self.cost_fn, self.cap = agent, cache_dir, cost_fn, cap
+
+    def prompt(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int) -> tuple[str, str]:
+        rubric = load_rubric()
+        rubric_text = rubric.text(track, tier)
+        body = "\n\n".join([
+            "# Rubric\n" + rubric_text,
+            "# Workspace at the end of the run\n" + workspace_facts(workspace, n_cases),
+            "# Trace (condensed)\n" + condense(trace_blocks(record), self.cap),
+            "# Answer\nOne JSON object matching this schema (evidence: cite call numbers or files):\n"
+            + json.dumps(answer_schema(rubric)),
+        ])
+        return rubric_text, body
+
+    def judge(self, record: RunRecord, workspace: Path, track: str, tier: str,
+              n_cases: int) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
+        fallback = heuristic.judge(record, workspace, tier, n_cases)  # also labels the stages
+        rubric_text, body = self.prompt(record, workspace, track, tier, n_cases)
+        key = hashlib.sha256(json.dumps([rubric_text, body, self.agent.model_id or self.agent.name]).encode()).hexdigest()
+        info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
+                                "cached": False, "api_calls": 0, "tokens": Usage().as_dict(), "cost_usd": 0.0}
+        answer = self._cached(key)
+        if answer is not None:
+            info["cached"] = True
+        else:
+            answer, note, usage, calls = self._ask(body)
+            info.update(api_calls=calls, tokens=usage.as_dict(),
+                        cost_usd=self.cost_fn(self.agent.model_id, usage) if self.cost_fn else None)
+            if answer is None:
+                info["note"] = f"invalid judge answer twice ({note}); heuristic verdict used"
+                info["fallback"] = "heuristic"
+                return fallback, info
+            self._store(key, answer)
+        return to_verdicts(answer, record, workspace, tier), info
+
+    def _ask(self, body: str) -> tuple[dict | None, str, Usage, int]:
+        rubric = load_rubric()
+        conversation = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": body}]
+        usage, calls, problem = Usage(), 0, ""
+        for _attempt in range(2):
+            reply = self.agent.respond(conversation, [])
+            usage += reply.usage
+            calls += max(1, reply.api_calls)
+            try:
+                answer = parse_answer(reply.text or "")
+                problem = validate_answer(answer, rubric) or ""
+            except ValueError as e:  # json.JSONDecodeError is a ValueError
+                answer, problem = None, f"not valid JSON: {e}"
+            if answer is not None and not problem:
+                return answer, "", usage, calls
+            conversation += [{"role": "assistant", "content": reply.text or "", "tool_calls": []},
+                             {"role": "user", "content": f"Your answer was invalid: {problem}. "
+                                                         "Reply with the JSON object only."}]
+        return None, problem, usage, calls
+
+    def _cache_path(self, key: str) -> Path | None:
+        return self.cache_dir / f"{key}.json" if self.cache_dir else None
+
+    def _cached(self, key: str) -> dict | None:
+        path = self._cache_path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            answer = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return answer if validate_answer(answer, load_rubric()) is None else None
+
+    def _store(self, key: str, answer: dict) -> None:
+        path = self._cache_path(key)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(answer, indent=1))
+        os.replace(tmp, path)
+
+
+def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str) -> dict[str, StageVerdict]:
+    """The model's answer as stage verdicts, with the shared tier and never-reached rules applied."""
+    rubric = load_rubric()
+    out: dict[str, StageVerdict] = {}
+    for stage, was_reached in (("S1", (workspace / "plan.md").is_file()), ("S2", reached(record, "S2"))):
+        v = StageVerdict(0.0)
+        for name in rubric.items(stage):
+            it = answer[stage][name]
+            v.item(name, it["met"], "llm: " + str(it.get("evidence", ""))[:300])
+        apply_tier_and_reach(v, stage, tier if stage == "S1" else "", was_reached)
+        out[stage] = v
+    level = answer["S3"]["level"]
+    v = StageVerdict(rubric.levels("S3")[level] if reached(record, "S3") else 0.0)
+    v.items["level"] = {"met": level != "none", "evidence": f"llm: {level}: {str(answer['S3'].get('evidence', ''))[:300]}"}
+    out["S3"] = v
+    return out
+
+
+def make_llm_judge(spec: str, cache_dir: Path | None, cost_fn=None) -> LLMJudge:
+    """The judge for `--amb-judge=SPEC` (an agent spec: claude, claude:<id>, gpt, openai:<id>, ...).
+
+    Temperature 0 is asked of the backend (`temperature=0` to its constructor where it takes one).
+    """
+    from ..agents import make_agent
+
+    try:
+        agent = make_agent(spec, None, temperature=0.0)
+    except TypeError:  # a backend without a temperature option
+        agent = make_agent(spec, None)
+        if hasattr(agent, "temperature"):
+            agent.temperature = 0.0
+    return LLMJudge(agent, cache_dir, cost_fn)

@@ -1,0 +1,190 @@
+"""The stage rubric on hand-built runs: each crafted difference moves exactly its item; formulas."""
+import pytest
+
+from scoring_records import (CHECK, COMPAT, ENV, FULL, GOOD_PLAN, N_CASES, PILOT, WEIGHTS, cell, good_cells,
+                             make_record, make_workspace)
+from pytest_automedbench import scoring
+from pytest_automedbench.judge import judge
+from pytest_automedbench.judge.rubric import load_rubric
+from pytest_automedbench.judge.stages import attribute_stages
+
+
+def verdicts(tmp_path, cells=None, tier="standard", **ws):
+    rec = make_record(good_cells() if cells is None else cells)
+    return judge(rec, make_workspace(tmp_path, **ws), tier, N_CASES), rec
+
+
+def met(v, stage):
+    return {k: i["met"] for k, i in v[stage].items.items() if k in load_rubric().items(stage)}
+
+
+def test_careful_run_meets_every_item(tmp_path):
+    v, rec = verdicts(tmp_path)
+    assert all(met(v, "S1").values()) and all(met(v, "S2").values()), (v["S1"].items, v["S2"].items)
+    assert (v["S1"].score, v["S2"].score, v["S3"].score) == (1.0, 1.0, 1.0)
+    assert v["S3"].items["level"]["evidence"] == "pilot_and_quality_check"
+    for stage in ("S1", "S2"):
+        assert all(i["evidence"] for i in v[stage].items.values())  # evidence for every item
+
+
+NO_LIST_PLAN = ("We use SegResNet because it is light and accurate on brain MRI; alternatives considered were UNet "
+                "and nnU-Net. First we inspect the images and then load the weights, pilot a single case, run "
+                "inference on every case and finally check that the outputs are complete before we submit.")
+SHORT_PLAN = "1. Load images.\n2. We use SegResNet (not UNet, nnU-Net).\n3. Write outputs.\n"
+
+
+@pytest.mark.parametrize("item, workspace", [
+    ("plan_exists", {"plan": SHORT_PLAN}),
+    ("clear_pipeline", {"plan": NO_LIST_PLAN}),
+    ("model_chosen", {"plan": GOOD_PLAN.replace("We use SegResNet because", "SegResNet, since")
+                      .replace("Load SegResNet", "Load the")}),
+    ("three_models_researched", {"plan": GOOD_PLAN.replace(", nnU-Net", "")}),
+    ("plan_png_is_diagram", {"png": "blank"}),
+])
+def test_s1_item_moves_alone(tmp_path, item, workspace):
+    v, _ = verdicts(tmp_path, **workspace)
+    changed = {k for k, m in met(v, "S1").items() if not m}
+    assert changed == {item}, v["S1"].items
+    assert v["S1"].score == pytest.approx(5 / 6)
+
+
+def test_missing_png_moves_the_png_items_only(tmp_path):
+    v, _ = verdicts(tmp_path, png=None)
+    assert {k for k, m in met(v, "S1").items() if not m} == {"plan_png_exists", "plan_png_is_diagram"}
+
+
+def test_lite_counts_the_last_three_as_met(tmp_path):
+    v, _ = verdicts(tmp_path, tier="lite", png=None, plan=GOOD_PLAN.replace(", nnU-Net", ""))
+    assert v["S1"].score == 1.0 and v["S1"].items["plan_png_exists"]["evidence"] == "lite tier: counted as met"
+
+
+def test_no_plan_scores_s1_zero_even_in_lite(tmp_path):
+    v, _ = verdicts(tmp_path, tier="lite", plan=None)
+    assert v["S1"].score == 0.0
+
+
+def replace(cells, old, new):
+    return [dict(c, code=new) if c["code"] == old else c for c in cells]
+
+
+FAIL_IMPORT = cell("import foo", exit_code=1, stderr="ModuleNotFoundError: No module named 'foo'")
+
+
+@pytest.mark.parametrize("item, cells", [
+    ("weights_obtained", replace(good_cells(), WEIGHTS,
+                                 "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nnet = build()")),
+    ("compatibility_checked", replace(good_cells(), COMPAT, "img = nib.load(p)\nprint(img.shape)")),
+    ("environment_built", replace(good_cells(), ENV, "print('hello')")),
+    ("at_most_5_env_failures", good_cells()[:2] + [FAIL_IMPORT] * 6 + good_cells()[2:]),
+    ("model_on_device", replace(good_cells(), WEIGHTS, WEIGHTS.replace(
+        "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nnet = net.to(device)", ""))),
+])
+def test_s2_item_moves_alone(tmp_path, item, cells):
+    v, _ = verdicts(tmp_path, cells)
+    assert {k for k, m in met(v, "S2").items() if not m} == {item}, v["S2"].items
+    assert v["S2"].score == pytest.approx(4 / 5)
+
+
+def test_five_env_failures_are_still_allowed(tmp_path):
+    v, _ = verdicts(tmp_path, good_cells()[:2] + [FAIL_IMPORT] * 5 + good_cells()[2:])
+    assert v["S2"].items["at_most_5_env_failures"]["met"]
+
+
+NO_PILOT = [c for c in good_cells() if c["code"] != PILOT]
+
+
+@pytest.mark.parametrize("cells, level", [
+    (good_cells(), 1.0),
+    (replace(NO_PILOT, CHECK, "print(np.unique(load_output(0)), 'labels')"), 0.5),
+    (NO_PILOT, 0.2),  # counts the files only
+    ([c for c in NO_PILOT if c["code"] != CHECK], 0.0),
+    # a pilot with only a shape check is not a quality check
+    (replace(good_cells(), PILOT, "x = load(cases[0])\npred = net(x)\nprint(pred.shape)"), 0.2),
+    # a shape-checked prediction is shape-only validation even when nothing is checked later
+    (replace([c for c in good_cells() if c["code"] != CHECK], PILOT, "pred = net(x)\nprint(pred.shape)"), 0.2),
+])
+def test_s3_ladder(tmp_path, cells, level):
+    v, _ = verdicts(tmp_path, cells)
+    assert v["S3"].score == level, v["S3"].items
+    assert v["S1"].score == 1.0 and v["S2"].score == 1.0  # nothing else moves
+
+
+def test_input_checks_in_setup_are_not_validation(tmp_path):
+    # Looking at the input's shape and range in S2 is not a check of any output.
+    cells = [c for c in NO_PILOT if c["code"] != CHECK]
+    cells = replace(cells, COMPAT, COMPAT + "\nprint(img.get_fdata().min(), img.get_fdata().max())")
+    v, _ = verdicts(tmp_path, cells)
+    assert v["S3"].score == 0.0
+
+
+def test_stage_attribution_labels_every_call():
+    rec = make_record(good_cells())
+    counts = attribute_stages(rec, N_CASES)
+    assert [e.stage for e in rec.trace] == ["S1", "S2", "S2", "S2", "S3", "S4", "S5", "S5"]
+    assert counts == {"S1": 1, "S2": 3, "S3": 1, "S4": 1, "S5": 2}
+
+
+def test_rerun_after_the_full_run_is_inference():
+    cells = good_cells() + [cell(FULL, outputs=N_CASES + 1)]
+    rec = make_record(cells)
+    attribute_stages(rec, N_CASES)
+    assert [e.stage for e in rec.trace][-3:] == ["S5", "S4", "S5"]
+
+
+def test_unreached_stages_score_zero(tmp_path):
+    rec = make_record(good_cells()[:1], submitted=False)  # wrote the plan, then stopped
+    v = judge(rec, make_workspace(tmp_path), "lite", N_CASES)
+    assert v["S1"].score == 1.0 and v["S2"].score == 0.0 and v["S3"].score == 0.0
+    s = scoring.combine({k: x.score for k, x in v.items()}, 0.0, 0.0, False, False, submitted=False)
+    assert s.stages == {"S1": 1.0, "S2": 0.0, "S3": 0.0, "S4": 0.0, "S5": 0.0}
+
+
+def test_formula_against_a_hand_computed_run():
+    s = scoring.combine({"S1": 4 / 6, "S2": 3 / 5, "S3": 0.5}, 0.6, 2 / 3, True, True, bands=(0.7, 0.3))
+    assert s.stages["S4"] == pytest.approx(0.5 * 2 / 3 + 0.5)
+    assert s.stages["S5"] == 1.0
+    # 0.25*4/6 + 0.15*0.6 + 0.35*0.5 + 0.15*(5/6) + 0.10*1 = 0.6566667
+    assert s.agentic == pytest.approx(0.6566667, abs=1e-6)
+    assert s.task == pytest.approx(0.4)
+    assert s.overall == pytest.approx(50 * 0.6566667 + 50 * 0.4, abs=1e-4)  # 52.8333
+    assert s.medal == "B"
+
+
+def test_submission_stages_formulas():
+    unsubmitted = scoring.combine({}, 0.9, 1.0, True, False, submitted=False)
+    assert unsubmitted.stages["S4"] == 1.0 and unsubmitted.stages["S5"] == 0.0
+    invalid = scoring.combine({}, 0.0, 0.5, False, True)
+    assert invalid.stages["S4"] == 0.25 and invalid.stages["S5"] == 0.5 and invalid.medal == "F"
+    dq = scoring.combine({"S1": 1, "S2": 1, "S3": 1}, 0.9, 1.0, True, True, disqualified=True, bands=(0.7, 0.3))
+    assert dq.overall == 0.0 and dq.medal == "F"
+
+
+@pytest.mark.parametrize("track, metric, expected", [
+    ("segmentation", 0.70, "A"), ("segmentation", 0.69, "B"), ("segmentation", 0.30, "B"),
+    ("segmentation", 0.29, "C"), ("vqa", 0.40, "A"), ("vqa", 0.25, "B"), ("vqa", 0.24, "C"),
+    ("report", 0.80, "A"), ("report", 0.55, "B"), ("report", 0.5, "C"),
+    ("detection", 0.60, "A"), ("detection", 0.30, "B"), ("detection", 0.29, "C"),
+])
+def test_medal_bands(track, metric, expected):
+    bands, relative = scoring.medal_bands(track)
+    assert not relative
+    assert scoring.medal(metric, format_valid=True, disqualified=False, bands=bands) == expected
+    assert scoring.medal(metric, format_valid=False, disqualified=False, bands=bands) == "F"
+    assert scoring.medal(metric, format_valid=True, disqualified=True, bands=bands) == "F"
+
+
+@pytest.mark.parametrize("track", ["enhancement", "synthesis"])
+def test_relative_medals_need_the_baseline(track):
+    bands, relative = scoring.medal_bands(track)
+    assert relative
+    m = lambda x, b: scoring.medal(x, format_valid=True, disqualified=False, bands=bands, baseline=b,  # noqa: E731
+                                   relative=True)
+    assert (m(0.53, 0.5), m(0.51, 0.5), m(0.49, 0.5)) == ("A", "B", "C")
+    assert m(0.9, None) is None
+
+
+def test_task_medals_block_wins():
+    from pytest_automedbench.tasks.schema import Medals
+
+    assert scoring.medal_bands("segmentation", Medals(A=0.9, B=0.5)) == ((0.9, 0.5), False)
+    assert scoring.medal_bands("segmentation", Medals(A=0.1, B=0.0, relative_to="baseline"))[1] is True
