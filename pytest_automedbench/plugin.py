@@ -214,7 +214,8 @@ class TaskItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         err = excinfo.value
-        if isinstance(err, (AgentShortfall, AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable)):
+        if isinstance(err, (AgentShortfall, AgentError, SandboxError, StepFileError, TaskSpecError,
+                            MetricUnavailable)):
             return str(err)
         return super().repr_failure(excinfo, style)
 

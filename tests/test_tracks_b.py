@@ -2,8 +2,6 @@
 per-case errors for malformed submissions, and the demo tasks run end to end (reference >= 70,
 null <= 20)."""
 import json
-import math
-import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -301,17 +299,22 @@ def test_segmentation_metric_reads_2d_nifti(tmp_path):
     ref[0, :4] = 1  # 4 pixels
     pred = np.zeros((6, 6), np.uint8)
     pred[0, 2:6] = 1  # 4 pixels, 2 shared: Dice = 2 * 2 / (4 + 4)
-    nib.save(nib.Nifti1Image(ref, np.eye(4)), str(tmp_path / "labels" / "c1.nii.gz"))
-    nib.save(nib.Nifti1Image(ref, np.eye(4)), str(tmp_path / "labels" / "c2.nii.gz"))
-    nib.save(nib.Nifti1Image(ref, np.eye(4)), str(tmp_path / "labels" / "c3.nii.gz"))
+    for case in ("c1", "c2", "c3", "c4", "c5"):
+        nib.save(nib.Nifti1Image(ref, np.eye(4)), str(tmp_path / "labels" / f"{case}.nii.gz"))
     nib.save(nib.Nifti1Image(pred, np.eye(4)), str(out / "c1.nii.gz"))
     nib.save(nib.Nifti1Image(pred[:5], np.eye(4)), str(out / "c2.nii.gz"))
     nib.save(nib.Nifti1Image(pred * 3, np.eye(4)), str(out / "c3.nii.gz"))
-    task = SimpleNamespace(metric=SimpleNamespace(targets=[SimpleNamespace(name="vessel", label=1, positive_only=False)]))
+    nib.save(nib.Nifti1Image(np.full((6, 6), np.nan, np.float32), np.eye(4)), str(out / "c4.nii.gz"))
+    (out / "c5.nii.gz").write_bytes(b"not a nifti")
+    vessel = SimpleNamespace(name="vessel", label=1, positive_only=False)
+    task = SimpleNamespace(metric=SimpleNamespace(targets=[vessel]))
     r = segmentation.evaluate(task, out, tmp_path, tmp_path)
     assert r.per_case["c1"]["vessel"] == pytest.approx(0.5)
     p = problems(r)
-    assert p["c2"] == "wrong shape (5, 6), expected (6, 6)" and p["c3"].startswith("wrong label set: unexpected labels [3]")
+    assert p["c2"] == "wrong shape (5, 6), expected (6, 6)"
+    assert p["c3"].startswith("wrong label set: unexpected labels [3]")
+    assert p["c4"] == "NaN values" and p["c5"].startswith("unreadable file")
+    assert r.n_valid == 1 and r.completion_rate == pytest.approx(1 / 5) and r.score == pytest.approx(0.5)
 
 
 def test_metric_modules_registered():
@@ -350,12 +353,13 @@ def demo_suite(pytester, monkeypatch, tmp_path_factory):
 
 @pytest.mark.parametrize("model, bound", [("reference", 70), ("null", 20)])
 def test_demo_tasks_reference_high_null_low(demo_suite, demo_data, pytester, model, bound):
-    r = pytester.runpytest("suite", f"--amb-model={model}", f"--amb-data-dir={demo_data}", "-p", "no:cacheprovider")
+    r = pytester.runpytest("suite", f"--amb-model={model}", f"--amb-data-dir={demo_data}",
+                           "-p", "no:cacheprovider")
     runs = {run["task_id"]: run for run in read_results(pytester)["runs"]}
     assert set(runs) == set(DEMO_TASKS), r.stdout.str()[-3000:]
     for task_id, run in runs.items():
         if model == "reference":
-            assert run["overall"] >= bound and run["failure_mode"] is None, (task_id, run["overall"], run["task_metrics"])
+            assert run["overall"] >= bound and run["failure_mode"] is None, (task_id, run["task_metrics"])
             assert run["task_metrics"]["case_errors"] == []
         else:
             assert run["overall"] <= bound and run["failure_mode"] == "no_submission", (task_id, run["overall"])

@@ -117,7 +117,8 @@ def evaluate(task, outputs: Path, private: Path, public: Path, judge_agent=None)
         return result
     answers, problem = _read_json(path)
     if problem is None and not isinstance(answers, dict):
-        problem = f"wrong format: {ANSWERS_FILE} must be an object {{question_id: answer}}, got {type(answers).__name__}"
+        problem = (f"wrong format: {ANSWERS_FILE} must be an object {{question_id: answer}}, "
+                   f"got {type(answers).__name__}")
     if problem:
         result.case_errors += [CaseError(qid, problem) for qid in references]
         return result
