@@ -211,6 +211,11 @@ def test_report_preflight_refuses_missing_checkpoints(monkeypatch, tmp_path):
         report.preflight(spec(components=["f1radgraph"]))
     with pytest.raises(MetricUnavailable, match="unknown \\['cider'\\]"):
         report.preflight(spec(components=["cider"]))
+    monkeypatch.setenv("AMB_WORDNET_DIR", str(tmp_path / "no-wordnet"))
+    monkeypatch.setenv("AMB_NLTK_DATA", str(tmp_path / "nltk"))
+    monkeypatch.setattr(wordnet_data, "nltk_has_wordnet", lambda: False)
+    with pytest.raises(MetricUnavailable, match="meteor needs WordNet in .*no-wordnet .*wordnet-base"):
+        report.preflight(spec(components=["meteor"]))
 
 
 def test_report_checkpoint_component_plumbing(report_case, monkeypatch, tmp_path):

@@ -101,9 +101,9 @@ def preflight(task) -> None:
             elif not Path(value).expanduser().exists():
                 missing.append(f"{c} needs {what}: {env}={value} does not exist")
     if "meteor" in comps:
-        from .wordnet_data import missing_files, source_dir
+        from .wordnet_data import available, source_dir
 
-        if missing_files():
+        if not available():
             missing.append(f"meteor needs WordNet in {source_dir()} (apt-get install wordnet-base "
                            "wordnet-sense-index, or set AMB_WORDNET_DIR)")
     if missing:

@@ -80,10 +80,31 @@ def build(target: Path, src: Path | None = None) -> Path:
     return target
 
 
-def ensure_nltk_wordnet() -> Path:
+def nltk_has_wordnet() -> bool:
+    """A WordNet the user installed for NLTK themselves (nltk.download) also does."""
+    import nltk
+
+    try:
+        nltk.data.find("corpora/wordnet")
+        return True
+    except LookupError:
+        return False
+
+
+def _built() -> bool:
+    return (cache_dir() / "corpora" / "wordnet" / "lexnames").is_file()
+
+
+def available() -> bool:
+    return not missing_files() or _built() or nltk_has_wordnet()
+
+
+def ensure_nltk_wordnet() -> Path | None:
     """Put a WordNet NLTK can read first on nltk.data.path; returns the NLTK_DATA folder used."""
     import nltk
 
+    if missing_files() and not _built() and nltk_has_wordnet():
+        return None  # the user's own NLTK WordNet
     target = build(cache_dir())
     if str(target) not in nltk.data.path:
         nltk.data.path.insert(0, str(target))
