@@ -12,6 +12,7 @@ import pytest
 from . import hooks
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
+from .metrics import MetricUnavailable
 from .reporting.controller import ResultsCollector
 from .runner import RunSettings, execute
 from .sandbox import SandboxError, sandbox_class
@@ -215,7 +216,8 @@ class TaskItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         err = excinfo.value
-        if isinstance(err, (AgentShortfall, AgentError, SandboxError, StepFileError, TaskSpecError)):
+        if isinstance(err, (AgentShortfall, AgentError, SandboxError, StepFileError, TaskSpecError,
+                            MetricUnavailable)):
             return str(err)
         return super().repr_failure(excinfo, style)
 

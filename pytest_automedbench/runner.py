@@ -24,7 +24,7 @@ from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
 from .errors import RunFacts, detect
 from .judge import judge_for, judge_run
-from .metrics import TrackResult, metric_module
+from .metrics import TrackResult, metric_module, preflight
 from .sandbox import Sandbox, SandboxConfig
 from .tasks import LoadedTask
 from .tasks.brief import build_brief
@@ -126,6 +126,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             make_sandbox: Callable[[SandboxConfig], Sandbox]) -> dict[str, Any]:
     """Run the agent on the task and write the run's files; returns result.json's content."""
     spec = task.spec
+    preflight(spec)  # a metric that cannot run here refuses before the agent spends anything
     rid = run_id(spec.id, tier, settings.model, repeat)
     run_dir = Path(settings.runs_dir) / rid
     shutil.rmtree(run_dir, ignore_errors=True)

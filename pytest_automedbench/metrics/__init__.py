@@ -8,10 +8,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .base import CaseError, TrackResult
+from .base import CaseError, MetricUnavailable, TrackResult
 
 _MODULES = {
     "segmentation": "pytest_automedbench.metrics.segmentation",
+    "vqa": "pytest_automedbench.metrics.vqa",
+    "report": "pytest_automedbench.metrics.report",
+    "detection": "pytest_automedbench.metrics.detection",
 }
 
 
@@ -22,4 +25,11 @@ def metric_module(track: str) -> ModuleType:
         raise LookupError(f"no metric module for track {track!r} yet") from None
 
 
-__all__ = ["CaseError", "TrackResult", "metric_module"]
+def preflight(spec) -> None:
+    """Raise MetricUnavailable when the task's metric cannot run here (before any agent runs)."""
+    check = getattr(metric_module(spec.track), "preflight", None) if spec.track in _MODULES else None
+    if check is not None:
+        check(spec)
+
+
+__all__ = ["CaseError", "MetricUnavailable", "TrackResult", "metric_module", "preflight"]

@@ -20,6 +20,10 @@ class CaseError:
         return f"{self.case}: {self.problem}"
 
 
+class MetricUnavailable(Exception):
+    """The task's metric cannot run here (e.g. a required checkpoint is missing); says what to supply."""
+
+
 @dataclass
 class TrackResult:
     score: float  # the track metric over valid cases, in [0, 1]
@@ -37,8 +41,8 @@ class TrackResult:
 
     @property
     def format_valid(self) -> bool:
-        """At least one case submitted and no submitted case in a broken format."""
-        return self.n_valid > 0 and not any(e.problem != "missing file" for e in self.case_errors)
+        """At least one case submitted and no submitted case in a broken format ("missing ..." is not broken)."""
+        return self.n_valid > 0 and not any(not e.problem.startswith("missing") for e in self.case_errors)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

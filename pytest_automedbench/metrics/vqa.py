@@ -1,0 +1,159 @@
+"""VQA: exact label for multiple choice, strict yes/no, max(exact match, token F1) for open answers.
+
+Submission: `outputs/answers.json`, one JSON object {question_id: answer_text}. Questions are in
+`public/questions.json` ([{"id", "image", "question", "type": "mc"|"open"|"yesno", "options"}]),
+reference answers in `private/answers.json` ({id: answer}). Format and scoring: docs/tracks.md.
+
+An optional LLM judge (`metric.params.judge: <agent spec>`, e.g. `claude`) grades open answers
+0 / 0.5 / 1 through any agent backend's `respond(conversation, tools=[])`; when it fails or replies
+with something else, the lexical score stands and the reason goes into diagnostics.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import string
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .base import CaseError, TrackResult
+
+ANSWERS_FILE = "answers.json"
+TYPES = ("mc", "open", "yesno")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalise(text: str) -> str:
+    """Lowercase, drop punctuation and articles, collapse whitespace (SQuAD-style)."""
+    text = str(text).lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    pred, ref = normalise(prediction).split(), normalise(reference).split()
+    if not pred or not ref:
+        return float(pred == ref)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def open_score(prediction: str, reference: str) -> float:
+    return max(float(normalise(prediction) == normalise(reference)), token_f1(prediction, reference))
+
+
+def check_answer(question: dict[str, Any], answer: Any) -> str | None:
+    """A one-line problem with a submitted answer, or None when it is well-formed."""
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
+        return f"wrong type {type(answer).__name__}: answers are text"
+    if isinstance(answer, float) and not math.isfinite(answer):
+        return "NaN answer"
+    text = str(answer).strip()
+    if not text:
+        return "empty answer"
+    if question["type"] == "mc":
+        options = [str(o) for o in question.get("options") or []]
+        if text.casefold() not in {o.strip().casefold() for o in options}:
+            return f"unknown option {text!r} (options {options})"
+    if question["type"] == "yesno" and normalise(text) not in ("yes", "no"):
+        return f"not yes/no: {text!r}"
+    return None
+
+
+def lexical_score(question: dict[str, Any], answer: str, reference: str) -> float:
+    if question["type"] == "mc":
+        return float(answer.strip().casefold() == str(reference).strip().casefold())
+    if question["type"] == "yesno":
+        return float(normalise(answer) == normalise(reference))
+    return open_score(answer, reference)
+
+
+JUDGE_PROMPT = """You grade answers to medical visual questions against a reference answer.
+Question: {question}
+Reference answer: {reference}
+Candidate answer: {answer}
+Reply with one number only: 1 if the candidate means the same as the reference, 0.5 if it is
+partly correct, 0 if it is wrong."""
+_JUDGE_VALUE = re.compile(r"^\s*(1(?:\.0+)?|0?\.5|0(?:\.0+)?)\s*\.?\s*$")
+
+
+def judge_score(agent, question: dict[str, Any], answer: str, reference: str) -> float:
+    """0, 0.5 or 1 from an LLM judge; raises ValueError on any other reply."""
+    prompt = JUDGE_PROMPT.format(question=question.get("question", ""), reference=reference, answer=answer)
+    reply = agent.respond([{"role": "system", "content": "You are a strict, fair grader."},
+                           {"role": "user", "content": prompt}], tools=[])
+    m = _JUDGE_VALUE.match(reply.text or "")
+    if not m:
+        raise ValueError(f"judge replied {reply.text[:80]!r}, expected 0, 0.5 or 1")
+    return float(m.group(1))
+
+
+def make_judge(spec: str):
+    from ..agents import make_agent
+
+    return make_agent(spec)
+
+
+def _read_json(path: Path) -> tuple[Any, str | None]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return None, f"unreadable file ({path.name}: {type(e).__name__}: {e})"
+
+
+def evaluate(task, outputs: Path, private: Path, public: Path, judge_agent=None) -> TrackResult:
+    questions = {str(q["id"]): q for q in json.loads((public / "questions.json").read_text())}
+    references = {str(k): v for k, v in json.loads((private / "answers.json").read_text()).items()}
+    result = TrackResult(score=0.0, n_cases=len(references), n_valid=0)
+    path = outputs / ANSWERS_FILE
+    answers: Any = {}
+    if not path.exists():
+        result.case_errors += [CaseError(qid, "missing file (no outputs/answers.json)") for qid in references]
+        return result
+    answers, problem = _read_json(path)
+    if problem is None and not isinstance(answers, dict):
+        problem = (f"wrong format: {ANSWERS_FILE} must be an object {{question_id: answer}}, "
+                   f"got {type(answers).__name__}")
+    if problem:
+        result.case_errors += [CaseError(qid, problem) for qid in references]
+        return result
+    answers = {str(k): v for k, v in answers.items()}
+    judge_spec = task.metric.params.get("judge")
+    judged_types = set(task.metric.params.get("judge_types", ["open"]))
+    if judge_spec and judge_agent is None:
+        try:
+            judge_agent = make_judge(judge_spec)
+        except Exception as e:  # no key, unknown backend: lexical scores stand
+            result.diagnostics["judge_error"] = f"judge {judge_spec!r} unavailable: {e}"
+    by_type: dict[str, list[float]] = {}
+    for qid, reference in references.items():
+        if qid not in answers:
+            result.case_errors.append(CaseError(qid, "missing answer"))
+            continue
+        q = questions.get(qid, {"type": "open"})
+        problem = check_answer(q, answers[qid])
+        if problem:
+            result.case_errors.append(CaseError(qid, problem))
+            continue
+        answer = str(answers[qid]).strip()
+        value = lexical_score(q, answer, reference)
+        if judge_agent is not None and q["type"] in judged_types:
+            try:
+                value = judge_score(judge_agent, q, answer, str(reference))
+            except Exception as e:  # a broken judge never breaks scoring
+                result.diagnostics.setdefault("judge_failures", []).append(f"{qid}: {type(e).__name__}: {e}")
+        result.n_valid += 1
+        result.per_case[qid] = {"score": value}
+        by_type.setdefault(q["type"], []).append(value)
+    for qid in sorted(set(answers) - set(references)):
+        result.extra_files.append(qid)
+        result.case_errors.append(CaseError(qid, "extra case: no such question"))
+    result.components = {t: sum(v) / len(v) for t, v in by_type.items()}
+    scores = [c["score"] for c in result.per_case.values()]
+    result.score = sum(scores) / len(scores) if scores else 0.0
+    return result
