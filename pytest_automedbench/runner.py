@@ -97,11 +97,11 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     outputs.mkdir(parents=True, exist_ok=True)
     track = metric_module(spec.track).evaluate(spec, outputs, data.private, data.public)
     verdicts = judge(record, workspace, tier, track.n_cases)
-    bands = (spec.medals.A, spec.medals.B) if spec.medals else scoring.DEFAULT_MEDAL_BANDS.get(spec.track)
+    bands, relative = scoring.medal_bands(spec)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
-                        baseline=track.diagnostics.get("baseline_score"))
+                        baseline=track.diagnostics.get("baseline_score") if relative else None)
     return {
         "overall": round(s.overall, 4),
         "agentic": round(s.agentic, 6),

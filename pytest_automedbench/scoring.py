@@ -21,7 +21,18 @@ DEFAULT_MEDAL_BANDS = {
     "report": (0.80, 0.55),
     "detection": (0.60, 0.30),
     "classification": (0.70, 0.40),
+    # Offsets over the classical baseline's metric on the same cases (TrackResult.diagnostics).
+    "enhancement": (0.05, 0.0),
+    "synthesis": (0.05, 0.0),
 }
+RELATIVE_BAND_TRACKS = frozenset({"enhancement", "synthesis"})
+
+
+def medal_bands(spec) -> tuple[tuple[float, float] | None, bool]:
+    """The task's medal bands and whether they are offsets over the baseline (YAML, else defaults)."""
+    if spec.medals:
+        return (spec.medals.A, spec.medals.B), spec.medals.relative_to == "baseline"
+    return DEFAULT_MEDAL_BANDS.get(spec.track), spec.track in RELATIVE_BAND_TRACKS
 
 
 def agentic(stages: dict[str, float]) -> float:

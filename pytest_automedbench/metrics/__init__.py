@@ -12,6 +12,9 @@ from .base import CaseError, TrackResult
 
 _MODULES = {
     "segmentation": "pytest_automedbench.metrics.segmentation",
+    "enhancement": "pytest_automedbench.metrics.enhancement",
+    "synthesis": "pytest_automedbench.metrics.synthesis",
+    "classification": "pytest_automedbench.metrics.classification",
 }
 
 

@@ -11,6 +11,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+# Problems that mean "not submitted" (lower completion) rather than "submitted in a broken format".
+MISSING_PROBLEMS = frozenset({"missing file", "missing prediction"})
+
+
 @dataclass
 class CaseError:
     case: str
@@ -38,7 +42,7 @@ class TrackResult:
     @property
     def format_valid(self) -> bool:
         """At least one case submitted and no submitted case in a broken format."""
-        return self.n_valid > 0 and not any(e.problem != "missing file" for e in self.case_errors)
+        return self.n_valid > 0 and not any(e.problem not in MISSING_PROBLEMS for e in self.case_errors)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
