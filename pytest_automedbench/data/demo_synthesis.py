@@ -34,7 +34,7 @@ def prepare(public: Path, private: Path, n_cases: int = 4, seed: int = 0, slices
         nib.save(nib.Nifti1Image(np.ascontiguousarray(target[:, :, ::FACTOR]), s_affine),
                  str(public / "images" / f"case_{i:03d}.nii.gz"))
         nib.save(nib.Nifti1Image(target, t_affine), str(private / "targets" / f"case_{i:03d}.nii.gz"))
-    write_card(public, "zsr_bspline", {
+    write_card(public, "zsr_pchip", {
         "name": "Monotone cubic (PCHIP) through-plane interpolation (x4 in z)",
         "library": "scipy",
         "function": "scipy.interpolate.PchipInterpolator(z_in, volume, axis=2)(z_out)",
