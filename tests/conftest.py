@@ -12,6 +12,11 @@ import monai.metrics  # noqa: F401
 import nibabel  # noqa: F401
 import pandas  # noqa: F401
 import torch  # noqa: F401
+import nilearn.datasets  # noqa: F401  (enhancement / synthesis demo preparers)
+import pydicom  # noqa: F401
+import scipy.ndimage  # noqa: F401
+import skimage.metrics  # noqa: F401
+import skimage.transform  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
