@@ -30,7 +30,7 @@ def ct_test_slice() -> tuple[np.ndarray, float]:
     import pydicom
     from pydicom.data import get_testdata_file
 
-    ds = pydicom.dcmread(get_testdata_file("CT_small.dcm"))
+    ds = pydicom.dcmread(get_testdata_file("CT_small.dcm", download=False))
     hu = ds.pixel_array.astype(np.float32) * float(ds.RescaleSlope) + float(ds.RescaleIntercept)
     return hu, float(ds.PixelSpacing[0])
 
