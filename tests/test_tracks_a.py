@@ -138,6 +138,7 @@ def volume_case(tmp_path, track_module, output_of):
     output_of(out, "unreadable").parent.mkdir(parents=True, exist_ok=True)
     output_of(out, "unreadable").write_bytes(b"not a nifti file")
     save(output_of(out, "stranger"), np.zeros((8, 8, 8), np.float32))
+    (out / ".ipynb_checkpoints").mkdir()  # hidden: not a submission, not an extra case
     return track_module.evaluate(task(data_range=1.0), out, tmp_path / "private", tmp_path / "public")
 
 
@@ -154,7 +155,7 @@ def test_volume_checker_names_each_broken_case(tmp_path, track_module, output_of
     assert errors["nan"] == "NaN values (1 voxels)"
     assert errors["unreadable"].startswith("unreadable file")
     assert errors[extra] == "extra file: no such case"
-    assert "good" not in errors and r.n_valid == 1 and r.completion_rate == pytest.approx(1 / 6)
+    assert "good" not in errors and ".ipynb_checkpoints" not in errors and r.n_valid == 1 and r.completion_rate == pytest.approx(1 / 6)
     assert 0.0 <= r.score < 0.2 and not r.format_valid
     assert r.diagnostics["baseline_score"] == pytest.approx(1.0)  # inputs equal targets here
 

@@ -89,12 +89,18 @@ def prepare_denoising(public: Path, private: Path, n_cases: int = 6, seed: int =
 
 
 def mni_template() -> tuple[np.ndarray, np.ndarray]:
-    """nilearn's 1 mm MNI152 T1 template scaled to [0, 1], and its affine."""
-    from nilearn.datasets import load_mni152_template
+    """nilearn's 1 mm MNI152 T1 template scaled to [0, 1], cropped to the brain mask's bounding
+    box (so the score is about the brain, not empty background), and its affine."""
+    from nilearn.datasets import load_mni152_brain_mask, load_mni152_template
 
     img = load_mni152_template(resolution=1)
     data = np.asanyarray(img.get_fdata(), dtype=np.float32)
-    return np.clip(data / np.percentile(data, 99.5), 0.0, 1.0), img.affine
+    data = np.clip(data / np.percentile(data, 99.5), 0.0, 1.0)
+    inside = np.argwhere(np.asanyarray(load_mni152_brain_mask(resolution=1).dataobj) > 0)
+    lo, hi = inside.min(0), inside.max(0) + 1
+    shift = np.eye(4)
+    shift[:3, 3] = lo
+    return data[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], img.affine @ shift
 
 
 def lowres_affine(affine: np.ndarray, factors: tuple[int, ...]) -> np.ndarray:
@@ -115,7 +121,7 @@ def prepare_superres(public: Path, private: Path, n_cases: int = 6, seed: int = 
     volume, affine = mni_template()
     nx, ny = (volume.shape[0] // factor) * factor, (volume.shape[1] // factor) * factor
     rng = np.random.default_rng(seed)
-    starts = np.linspace(40, volume.shape[2] - 40 - slab, n_cases).round().astype(int)
+    starts = np.linspace(20, volume.shape[2] - 20 - slab, n_cases).round().astype(int)
     for i, z in enumerate(starts):
         target = volume[:nx, :ny, z:z + slab]
         if i % 2:

@@ -23,7 +23,7 @@ def prepare(public: Path, private: Path, n_cases: int = 4, seed: int = 0, slices
     (private / "targets").mkdir(parents=True)
     volume, affine = mni_template()
     rng = np.random.default_rng(seed)
-    starts = np.linspace(30, volume.shape[2] - 30 - slices, n_cases).round().astype(int)
+    starts = np.linspace(20, volume.shape[2] - 20 - slices, n_cases).round().astype(int)
     for i, z in enumerate(starts):
         target = volume[:, :, z:z + slices]
         if i % 2:

@@ -66,7 +66,9 @@ def score_images(task, outputs: Path, private: Path, public: Path,
         psnrs.append(p)
         result.per_case[case] = {"ssim": s, "psnr": p}
     known = {expected_entry(c) for c in cases}
-    result.extra_files = sorted(p.name for p in outputs.iterdir() if p.name not in known) if outputs.is_dir() else []
+    # Hidden entries (editor or notebook droppings) are not submissions.
+    entries = [p.name for p in outputs.iterdir() if not p.name.startswith(".")] if outputs.is_dir() else []
+    result.extra_files = sorted(n for n in entries if n not in known)
     for name in result.extra_files:
         result.case_errors.append(CaseError(name, "extra file: no such case"))
     if ssims:
