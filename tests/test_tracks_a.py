@@ -96,6 +96,16 @@ def test_enhancement_scores_ssim_with_input_as_baseline(tmp_path):
     assert (r.n_valid, r.completion_rate, r.format_valid) == (1, 1.0, True)
 
 
+@pytest.mark.parametrize("params, message", [
+    ({"data_range": "wide"}, "metric.params.data_range: expected a positive number, got 'wide'"),
+    ({"data_range": 0}, "metric.params.data_range: expected a positive number, got 0"),
+    ({"baseline_order": 1.5}, "metric.params.baseline_order: expected an integer 0-5, got 1.5"),
+])
+def test_bad_metric_params_name_the_field(tmp_path, params, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        enhancement.evaluate(task(**params), tmp_path, tmp_path, tmp_path)
+
+
 def test_classification_accuracy_missing_counts_wrong(tmp_path):
     (tmp_path / "private").mkdir()
     (tmp_path / "outputs").mkdir()

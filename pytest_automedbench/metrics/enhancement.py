@@ -26,6 +26,14 @@ def case_ids(folder: Path) -> list[str]:
     return sorted(p.name[: -len(NIFTI_SUFFIX)] for p in folder.glob(f"*{NIFTI_SUFFIX}"))
 
 
+def number_param(params: dict, key: str, default, ok, expected: str):
+    """A numeric metric.params entry, or a ValueError naming the field (a task-file mistake)."""
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+        raise ValueError(f"metric.params.{key}: expected {expected}, got {value!r}")
+    return value
+
+
 def baseline_ssim(public: Path, case: str, ref_img, ref: np.ndarray, data_range: float, order: int) -> float | None:
     src = public / "images" / f"{case}{NIFTI_SUFFIX}"
     try:
@@ -39,9 +47,8 @@ def baseline_ssim(public: Path, case: str, ref_img, ref: np.ndarray, data_range:
 def score_images(task, outputs: Path, private: Path, public: Path,
                  output_of: Callable[[Path, str], Path], expected_entry: Callable[[str], str]) -> TrackResult:
     """SSIM of each case's output against private/targets; shared by enhancement and synthesis."""
-    params = task.metric.params
-    data_range = float(params.get("data_range", 1.0))
-    order = int(params.get("baseline_order", 1))
+    data_range = number_param(task.metric.params, "data_range", 1.0, lambda v: v > 0, "a positive number")
+    order = int(number_param(task.metric.params, "baseline_order", 1, lambda v: v in range(6), "an integer 0-5"))
     targets = private / "targets"
     cases = case_ids(targets)
     result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
