@@ -15,6 +15,9 @@ _MODULES = {
     "vqa": "pytest_automedbench.metrics.vqa",
     "report": "pytest_automedbench.metrics.report",
     "detection": "pytest_automedbench.metrics.detection",
+    "enhancement": "pytest_automedbench.metrics.enhancement",
+    "synthesis": "pytest_automedbench.metrics.synthesis",
+    "classification": "pytest_automedbench.metrics.classification",
 }
 
 

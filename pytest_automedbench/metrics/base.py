@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+# Problems that mean "not submitted" (lower completion) rather than "submitted in a broken format".
+
+
 @dataclass
 class CaseError:
     case: str

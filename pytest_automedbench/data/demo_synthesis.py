@@ -1,0 +1,48 @@
+"""Offline demo data for the synthesis track: x4 through-plane restore (deterministic).
+
+Targets are 33-slice axial slabs of nilearn's 1 mm MNI152 T1 template (scaled to [0, 1], every
+other case mirrored left-right); each source keeps every 4th slice (slices 0, 4, ..., 32, so 9),
+with an affine whose z voxel size is 4 mm. The agent restores the full z resolution:
+output slice k sits at source slice k / 4, and the output grid is the source's first slice with
+1 mm z spacing, shape (x, y, 4 * (nz - 1) + 1).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+
+from .demo_enhancement import mni_template, write_card
+
+FACTOR = 4
+
+
+def prepare(public: Path, private: Path, n_cases: int = 4, seed: int = 0, slices: int = 33) -> None:
+    (public / "images").mkdir(parents=True)
+    (private / "targets").mkdir(parents=True)
+    volume, affine = mni_template()
+    rng = np.random.default_rng(seed)
+    starts = np.linspace(20, volume.shape[2] - 20 - slices, n_cases).round().astype(int)
+    for i, z in enumerate(starts):
+        target = volume[:, :, z:z + slices]
+        if i % 2:
+            target = target[::-1]
+        target = np.ascontiguousarray(target * rng.uniform(0.9, 1.0), dtype=np.float32)
+        t_affine = affine @ np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, z], [0, 0, 0, 1]], float)
+        s_affine = t_affine @ np.diag([1.0, 1.0, FACTOR, 1.0])
+        nib.save(nib.Nifti1Image(np.ascontiguousarray(target[:, :, ::FACTOR]), s_affine),
+                 str(public / "images" / f"case_{i:03d}.nii.gz"))
+        nib.save(nib.Nifti1Image(target, t_affine), str(private / "targets" / f"case_{i:03d}.nii.gz"))
+    write_card(public, "zsr_pchip", {
+        "name": "Monotone cubic (PCHIP) through-plane interpolation (x4 in z)",
+        "library": "scipy",
+        "function": "scipy.interpolate.PchipInterpolator(z_in, volume, axis=2)(z_out)",
+        "why": "monotone cubic Hermite: sharper than linear, no overshoot at edges (cubic B-splines ring here)",
+        "scale": [1, 1, FACTOR],
+        "grid": ("output shape = (x, y, 4 * (z - 1) + 1); output affine = input affine with the z voxel size "
+                 "divided by 4 (same origin): output slice k sits at input slice k / 4"),
+        "input": "3D float32 NIfTI, intensities in [0, 1], 4 mm slices (public/images/<case>.nii.gz)",
+        "output": "3D float32 NIfTI outputs/<case>/sct.nii.gz on the 1 mm grid",
+        "alternatives": ["linear interpolation", "cubic B-spline", "SRCNN", "SAINT", "U-Net slice interpolation"],
+    })

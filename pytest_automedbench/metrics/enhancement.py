@@ -1,0 +1,95 @@
+"""Enhancement (LDCT denoising, MRI super-resolution): SSIM as the score, PSNR as a diagnostic.
+
+Submission: one float image per case, `outputs/<case>.nii.gz`, the shape of the private target
+(`private/targets/<case>.nii.gz`). The degraded input is `public/images/<case>.nii.gz`.
+
+metric.params:
+  data_range      SSIM / PSNR data range in the images' units (default 1.0)
+  baseline_order  spline order of the classical baseline (default 1): the degraded input put
+                  on the target's grid through the two affines (identity for denoising, linear
+                  upsampling for super-resolution). Its mean SSIM goes to
+                  diagnostics["baseline_score"], which medal bands `relative_to: baseline` use.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import nibabel as nib
+import numpy as np
+
+from .base import CaseError, TrackResult
+from .volumes import NIFTI_SUFFIX, psnr, read_float_image, resample_like, ssim
+
+
+def case_ids(folder: Path) -> list[str]:
+    return sorted(p.name[: -len(NIFTI_SUFFIX)] for p in folder.glob(f"*{NIFTI_SUFFIX}"))
+
+
+def number_param(params: dict, key: str, default, ok, expected: str):
+    """A numeric metric.params entry, or a ValueError naming the field (a task-file mistake)."""
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+        raise ValueError(f"metric.params.{key}: expected {expected}, got {value!r}")
+    return value
+
+
+def baseline_ssim(public: Path, case: str, ref_img, ref: np.ndarray, data_range: float, order: int) -> float | None:
+    src = public / "images" / f"{case}{NIFTI_SUFFIX}"
+    try:
+        img = nib.load(str(src))
+        base = resample_like(np.asanyarray(img.get_fdata()), img.affine, ref.shape, ref_img.affine, order)
+    except Exception:  # no usable input: the case simply has no baseline
+        return None
+    return ssim(base, ref, data_range)
+
+
+def score_images(task, outputs: Path, private: Path, public: Path,
+                 output_of: Callable[[Path, str], Path], expected_entry: Callable[[str], str]) -> TrackResult:
+    """SSIM of each case's output against private/targets; shared by enhancement and synthesis."""
+    data_range = number_param(task.metric.params, "data_range", 1.0, lambda v: v > 0, "a positive number")
+    order = int(number_param(task.metric.params, "baseline_order", 1, lambda v: v in range(6), "an integer 0-5"))
+    targets = private / "targets"
+    cases = case_ids(targets)
+    result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
+    ssims, psnrs, baselines = [], [], []
+    for case in cases:
+        ref_img = nib.load(str(targets / f"{case}{NIFTI_SUFFIX}"))
+        ref = np.asanyarray(ref_img.get_fdata())
+        b = baseline_ssim(public, case, ref_img, ref, data_range, order)
+        if b is not None:
+            baselines.append(b)
+        path = output_of(outputs, case)
+        if not path.exists():
+            result.case_errors.append(CaseError(case, "missing file"))
+            continue
+        pred = read_float_image(path, ref.shape)
+        if isinstance(pred, str):
+            result.case_errors.append(CaseError(case, pred))
+            continue
+        result.n_valid += 1
+        s, p = ssim(pred, ref, data_range), psnr(pred, ref, data_range)
+        ssims.append(s)
+        psnrs.append(p)
+        result.per_case[case] = {"ssim": s, "psnr": p}
+    known = {expected_entry(c) for c in cases}
+    # Hidden entries (editor or notebook droppings) are not submissions.
+    entries = [p.name for p in outputs.iterdir() if not p.name.startswith(".")] if outputs.is_dir() else []
+    result.extra_files = sorted(n for n in entries if n not in known)
+    for name in result.extra_files:
+        result.case_errors.append(CaseError(name, "extra file: no such case"))
+    if ssims:
+        result.components = {"ssim": float(np.mean(ssims))}
+        result.score = float(np.clip(np.mean(ssims), 0.0, 1.0))
+        result.diagnostics["psnr_db"] = float(np.mean(psnrs))
+    if baselines:
+        result.diagnostics["baseline_score"] = float(np.mean(baselines))
+        result.diagnostics["baseline"] = f"degraded input on the target grid, spline order {order}"
+    result.diagnostics["data_range"] = data_range
+    return result
+
+
+def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
+    return score_images(task, outputs, private, public,
+                        output_of=lambda out, case: out / f"{case}{NIFTI_SUFFIX}",
+                        expected_entry=lambda case: f"{case}{NIFTI_SUFFIX}")

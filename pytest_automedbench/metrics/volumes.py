@@ -1,0 +1,63 @@
+"""Float image checks, resampling and SSIM / PSNR shared by the enhancement and synthesis tracks.
+
+Images are NIfTI (2D or 3D). A submitted image must be readable, have the reference's shape, a
+real (float or integer) dtype and only finite values; anything else is a one-line problem.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+from scipy.ndimage import map_coordinates
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+NIFTI_SUFFIX = ".nii.gz"
+
+
+def read_float_image(path: Path, expected_shape: tuple[int, ...]) -> np.ndarray | str:
+    """The image as float64, or a one-line problem with the file."""
+    try:
+        data = np.asanyarray(nib.load(str(path)).dataobj)
+    except Exception as e:  # nibabel raises many kinds for a damaged file
+        return f"unreadable file ({type(e).__name__}: {e})"
+    if data.shape != tuple(expected_shape):
+        return f"wrong shape {data.shape}, expected {tuple(expected_shape)}"
+    if not (np.issubdtype(data.dtype, np.floating) or np.issubdtype(data.dtype, np.integer)):
+        return f"wrong dtype {data.dtype}: expected a real-valued image (float32)"
+    data = data.astype(np.float64)
+    if np.isnan(data).any():
+        return f"NaN values ({int(np.isnan(data).sum())} voxels)"
+    if not np.isfinite(data).all():
+        return "infinite values"
+    return data
+
+
+def resample_like(src: np.ndarray, src_affine: np.ndarray, shape: tuple[int, ...], affine: np.ndarray,
+                  order: int = 1) -> np.ndarray:
+    """`src` resampled onto the voxel grid (shape, affine) by spline interpolation of `order`.
+
+    The voxel mapping comes from the two affines, so a low-resolution image whose affine says
+    where its voxel centres are lands exactly on the high-resolution grid (order 1 = linear).
+    """
+    ndim = src.ndim
+    vox = np.linalg.inv(src_affine) @ affine  # target voxel -> source voxel
+    grid = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in shape], indexing="ij")
+    pts = np.stack([g.ravel() for g in grid] + [np.zeros(grid[0].size)] * (3 - ndim) + [np.ones(grid[0].size)])
+    coords = (vox @ pts)[:ndim]
+    out = map_coordinates(src.astype(np.float64), coords, order=order, mode="nearest")
+    return out.reshape(shape)
+
+
+def ssim(pred: np.ndarray, ref: np.ndarray, data_range: float) -> float:
+    """SSIM (scikit-image, 7-voxel window, nD) with the task's data range; singleton axes dropped."""
+    p, r = np.squeeze(pred), np.squeeze(ref)
+    win = min(7, *[n if n % 2 else n - 1 for n in r.shape])
+    return float(structural_similarity(r, p, data_range=float(data_range), win_size=win))
+
+
+def psnr(pred: np.ndarray, ref: np.ndarray, data_range: float) -> float:
+    """PSNR in dB (scikit-image); identical images give +inf, reported as 100 dB."""
+    if np.array_equal(pred, ref):
+        return 100.0
+    return float(peak_signal_noise_ratio(ref, pred, data_range=float(data_range)))
