@@ -32,7 +32,8 @@ SLOPPY = """\
 
 
 def test_repeats_under_xdist_then_baseline_and_gate(tiny_suite, pytester):
-    r = pytester.runpytest("suite", "-n", "2", "--amb-repeats=3", "--junitxml=out.xml", "--amb-save=ref", "-v",
+    # xdist workers start from the controller's startup sys.path: run -n sessions in a subprocess
+    r = pytester.runpytest_subprocess("suite", "-n", "2", "--amb-repeats=3", "--junitxml=out.xml", "--amb-save=ref", "-v",
                            "-p", "no:cacheprovider")
     r.assert_outcomes(passed=3)
     r.stdout.fnmatch_lines(["*amb tiny-seg__lite__reference__r?: overall * S1-S5 *", "*automedbench leaderboard*",
@@ -58,7 +59,7 @@ def test_repeats_under_xdist_then_baseline_and_gate(tiny_suite, pytester):
     gate = ["--amb-compare=ref", "--amb-compare-fail=overall:2.0,S3:0.1", "-p", "no:cacheprovider"]
 
     # the reference against itself (its runs reused): exit 0
-    r = pytester.runpytest("suite", "-n", "2", "--amb-repeats=3", "--amb-resume", *gate)
+    r = pytester.runpytest_subprocess("suite", "-n", "2", "--amb-repeats=3", "--amb-resume", *gate)
     r.assert_outcomes(passed=3)
     assert r.ret == 0
     r.stdout.fnmatch_lines(["*reused 3 finished run(s)*", "*compared with baseline ref*",
@@ -66,7 +67,7 @@ def test_repeats_under_xdist_then_baseline_and_gate(tiny_suite, pytester):
 
     # an agent that passes its test but scores lower: the gate alone makes the exit code 1, under -n 2
     (tiny_suite / "sloppy.yaml").write_text(SLOPPY)
-    r = pytester.runpytest("suite", "-n", "2", f"--amb-model=script:{tiny_suite / 'sloppy.yaml'}", *gate)
+    r = pytester.runpytest_subprocess("suite", "-n", "2", f"--amb-model=script:{tiny_suite / 'sloppy.yaml'}", *gate)
     r.assert_outcomes(passed=1)
     assert r.ret == 1
     r.stdout.fnmatch_lines(["overall * REGRESSION", "*REGRESSION GATE FAILED (overall*): exit code 1"])
