@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import __version__
 from ..runner import atomic_write
-from .leaderboard import METRICS, STAGES, fmt
+from .leaderboard import METRICS, STAGES, fmt, text_table
 from .stats import drop_test
 
 BASELINE_SCHEMA_VERSION = 1
@@ -181,11 +181,9 @@ def render_comparison(rows: list[dict], baseline: dict[str, Any]) -> str:
                      fmt({"mean": r["drop"], "n": 1}, metric),
                      fmt({"mean": r["drop_low"], "n": 1}, metric) if r["drop_low"] is not None else "n/a",
                      f"{r['n_baseline']}/{r['n_current']}", _threshold(r), r["verdict"]])
-    widths = [max(len(x) for x in col) for col in zip(header, *body)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *body]]
     name = baseline.get("name") or baseline.get("_path")
     return (f"compared with baseline {name} ({baseline.get('_path')}); drop = baseline - current "
-            "(positive = worse), stage/agentic/task in %\n" + "\n".join(lines))
+            "(positive = worse), stage/agentic/task in %\n" + text_table(header, body))
 
 
 def _threshold(row: dict) -> str:

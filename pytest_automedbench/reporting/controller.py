@@ -66,11 +66,12 @@ class ResultsCollector:
         self.gate_failed = False
 
     # -- collecting --------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter's PASSED/FAILED
     def pytest_runtest_logreport(self, report):
         props = dict(report.user_properties)
         run_id = props.get("amb_run_id")
-        if not run_id or run_id in self.runs:
-            return
+        if not run_id or run_id in self.runs or (report.when == "setup" and report.passed):
+            return  # a scored run is taken from its call report
         result = self._load(props.get("amb_result"))
         self.runs[run_id] = result if result is not None else _from_properties(props)
         self.runs[run_id]["outcome_nodeid"] = report.nodeid
@@ -108,7 +109,7 @@ class ResultsCollector:
                 except baselines.BaselineError as e:
                     self.messages.append(f"ERROR: {e}")
                     session.exitstatus = pytest.ExitCode.USAGE_ERROR
-        if self.compare_ref:
+        if self.compare_ref and not session.config.option.collectonly:
             self._compare(session, report_dir, runs)
 
     def _compare(self, session, report_dir: Path, runs: list[dict]) -> None:

@@ -119,16 +119,18 @@ LEVELS = (("models", ("model", "tier"), "Overall (mean across tasks)"),
           ("tasks", ("model", "track", "task_id", "tier"), "Per task"))
 
 
+def text_table(header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(header, *body)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *body])
+
+
 def render(agg: dict[str, list[dict]]) -> str:
     """Plain-text tables for the terminal."""
     if not agg.get("tasks"):
         return "(no runs)"
     parts = []
     for level, keys, title in LEVELS:
-        header, body = _table_rows(agg[level], keys)
-        widths = [max(len(x) for x in col) for col in zip(header, *body)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *body]]
-        parts.append(f"{title}:\n" + "\n".join(lines))
+        parts.append(f"{title}:\n" + text_table(*_table_rows(agg[level], keys)))
     parts.append("scores in %, overall 0-100; [95% CI] shown with repeats; failure = share of runs without a submission")
     return "\n\n".join(parts)
 
