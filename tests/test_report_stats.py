@@ -86,3 +86,17 @@ def test_compare_verdicts_and_versions():
     assert "REGRESSION" in bl.render_comparison(rows, base)
     changed = [run(provenance={"task_version": "2"})]
     assert bl.version_conflicts(base, changed) == ["t1: baseline version '1', this session '2'"]
+
+
+def test_rescore_names_the_broken_run(tmp_path, capsys):
+    from pytest_automedbench import cli
+
+    assert cli.main(["rescore", str(tmp_path / "nowhere")]) == 2
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "runs" / "a" / "result.json").write_text('{"run_id": "a", "provenance": {}}')
+    (tmp_path / "runs" / "b").mkdir()
+    (tmp_path / "runs" / "b" / "result.json").write_text("{not json")
+    assert cli.main(["rescore", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert "a/result.json: provenance.task_file: missing" in err
+    assert "b/result.json: unreadable" in err and "no run could be rescored" in err
