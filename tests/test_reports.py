@@ -92,6 +92,8 @@ def test_gate_options_are_checked(tiny_suite, pytester):
     r.stderr.fnmatch_lines(["*--amb-compare-fail needs --amb-compare*"])
     r = pytester.runpytest("suite", "--collect-only", "--amb-compare=ref", "--amb-compare-fail=overall")
     r.stderr.fnmatch_lines(["*--amb-compare-fail: 'overall': expected FIELD:THRESHOLD*"])
+    r = pytester.runpytest("suite", "--collect-only", "--amb-save=../x")
+    r.stderr.fnmatch_lines(["*--amb-save: '../x': use letters, digits*"])
 
 
 def _slow_steps(folder: Path) -> Path:

@@ -75,6 +75,10 @@ def provenance(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def valid_name(name: str) -> bool:
+    return bool(_NAME.match(name))
+
+
 def save(name: str, report_dir: Path, runs: list[dict[str, Any]], agg: dict[str, Any]) -> Path:
     if not _NAME.match(name):
         raise BaselineError(f"--amb-save: {name!r}: use letters, digits, '.', '_' or '-'")

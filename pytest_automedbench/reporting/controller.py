@@ -50,6 +50,8 @@ class ResultsCollector:
         self.settings = settings
         extra = settings.extra
         self.save_name, self.compare_ref = extra.get("save"), extra.get("compare")
+        if self.save_name and not baselines.valid_name(self.save_name):
+            raise pytest.UsageError(f"--amb-save: {self.save_name!r}: use letters, digits, '.', '_' or '-'")
         self.gate = None
         if extra.get("compare_fail"):
             if not self.compare_ref:
@@ -109,6 +111,8 @@ class ResultsCollector:
                 except baselines.BaselineError as e:
                     self.messages.append(f"ERROR: {e}")
                     session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif self.save_name and not session.config.option.collectonly:
+            self.messages.append(f"baseline {self.save_name!r} not saved: no finished runs")
         if self.compare_ref and not session.config.option.collectonly:
             self._compare(session, report_dir, runs)
 

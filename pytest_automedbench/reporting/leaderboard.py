@@ -21,14 +21,20 @@ METRICS = {
     "task": lambda r: r.get("task_score"),
     **{s: (lambda r, s=s: (r.get("stages") or {}).get(s)) for s in STAGES},
     "completion": lambda r: r.get("completion_rate"),
-    "failure": lambda r: 0.0 if r.get("submitted", r.get("failure_mode") in (None, "invalid_format",
-                                                                            "incomplete_submission")) else 1.0,
+    "failure": lambda r: 0.0 if _submitted(r) else 1.0,
     "turns": lambda r: r.get("turns"),
     "wall_time_s": lambda r: r.get("wall_time_s"),
     "tokens": lambda r: sum((r.get("tokens") or {}).values()) if r.get("tokens") is not None else None,
     "cost_usd": lambda r: r.get("cost_usd"),
 }
 MEDALS = ("A", "B", "C", "F")
+
+
+def _submitted(r: dict[str, Any]) -> bool:
+    """A final submission was made (runs seen only through properties lack `submitted`)."""
+    if "submitted" in r:
+        return bool(r["submitted"])
+    return r.get("failure_mode") in (None, "invalid_format", "incomplete_submission")
 
 
 def task_key(r: dict[str, Any]) -> tuple:
