@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS = [
     "pytest_automedbench.cli_brief",
     "pytest_automedbench.cli_prepare",
+    "pytest_automedbench.cli_rescore",
 ]
 
 

@@ -14,6 +14,7 @@ from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
 from .metrics import MetricUnavailable
 from .reporting.controller import ResultsCollector
+from .reporting.resume import reuse_finished_run
 from .runner import RunSettings, execute
 from .sandbox import SandboxError, sandbox_class
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
@@ -39,6 +40,10 @@ OPTIONS = [
     ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
     ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
     ("judge", "amb_judge", "heuristic", str, "stage judge: heuristic, claude[:ID], gpt or openai:ID"),
+    ("save", "amb_save", None, str, "save this session's aggregate as baseline NAME (<report-dir>/baselines/NAME.json)"),
+    ("compare", "amb_compare", None, str, "compare with baseline NAME or a baseline file PATH"),
+    ("compare-fail", "amb_compare_fail", None, str,
+     "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
 ]
 
 
@@ -51,6 +56,9 @@ def pytest_addoption(parser):
     for name, ini, default, _type, help_ in OPTIONS:
         group.addoption(f"--amb-{name}", dest=ini, default=None, help=f"{help_} [ini: {ini}]")
         parser.addini(ini, help_, default=default)
+    group.addoption("--amb-resume", action="store_true", dest="amb_resume", default=None,
+                    help="reuse finished runs whose configuration is unchanged; rerun the rest [ini: amb_resume]")
+    parser.addini("amb_resume", "reuse finished runs whose configuration is unchanged", type="bool", default=False)
 
 
 def _option(config, ini: str, type_):
@@ -90,6 +98,9 @@ def settings_from(config) -> RunSettings:
             "report_dir": report_dir if report_dir.is_absolute() else rootdir / report_dir,
             "data_dir": Path(data_dir).expanduser() if data_dir else default_data_dir(),
             "judge": _option(config, "amb_judge", str),
+            "save": _option(config, "amb_save", str), "compare": _option(config, "amb_compare", str),
+            "compare_fail": _option(config, "amb_compare_fail", str),
+            "resume": bool(config.getoption("amb_resume") or config.getini("amb_resume")),
         },
     )
 
@@ -184,6 +195,17 @@ class TaskItem(pytest.Item):
     # The run happens in setup so that harness faults are ERRORs and agent shortfalls FAILs.
     def setup(self):
         settings = self.config.stash[SETTINGS_KEY]
+        self.result = reuse_finished_run(self.task, self.tier, self.repeat, settings)
+        if self.result is not None:
+            self.user_properties.append(("amb_reused", True))
+        else:
+            self._run(settings)
+        result_path = Path(settings.runs_dir) / self.result["run_id"] / "result.json"
+        for key, value in properties(self.result, result_path).items():
+            self.user_properties.append((key, value))
+        self.config.hook.pytest_amb_run_finished(result=self.result, config=self.config)
+
+    def _run(self, settings):
         try:
             data = ensure_prepared(self.task, settings.extra["data_dir"])
         except DataNotPrepared as e:
@@ -200,10 +222,6 @@ class TaskItem(pytest.Item):
             return custom if custom is not None else sandbox_class(settings.sandbox)(cfg)
 
         self.result = execute(self.task, self.tier, self.repeat, agent, data, settings, make_sandbox)
-        result_path = Path(settings.runs_dir) / self.result["run_id"] / "result.json"
-        for key, value in properties(self.result, result_path).items():
-            self.user_properties.append((key, value))
-        hook.pytest_amb_run_finished(result=self.result, config=self.config)
 
     def runtest(self):
         r = self.result

@@ -25,6 +25,7 @@ from .data import TaskData
 from .errors import RunFacts, detect
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, metric_module, preflight
+from .reporting.resume import config_hash
 from .sandbox import Sandbox, SandboxConfig
 from .tasks import LoadedTask
 from .tasks.brief import build_brief
@@ -154,7 +155,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         "turns": record.turns, "wall_time_s": record.wall_time_s, "ended_by": record.ended_by,
         "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
         "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
-        "started_at": started_at,
+        "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
         "provenance": {
             "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
             "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,

@@ -1,6 +1,6 @@
-"""The controller's collector: gathers every run from test reports, writes amb-results.json and
-prints the leaderboard. Registered only on the controller (or a serial run), never on a
-pytest-xdist worker, so workers never write the aggregate files.
+"""The controller's collector: gathers every run from test reports, writes the reports, saves and
+compares baselines and applies the regression gate. Registered only on the controller (or a serial
+run), never on a pytest-xdist worker, so workers never write the aggregate files.
 """
 from __future__ import annotations
 
@@ -9,28 +9,81 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .. import __version__
 from ..runner import atomic_write
-from .leaderboard import leaderboard, render
+from . import baseline as baselines
+from .leaderboard import aggregate, render, render_markdown
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
+
+
+def results_document(runs: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    runs = sorted(runs, key=lambda r: str(r["run_id"]))
+    return {
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "plugin_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "settings": settings,
+        "aggregate": aggregate(runs),
+        "runs": runs,
+    }
+
+
+def write_reports(doc: dict[str, Any], report_dir: Path, runs_dir: Path) -> dict[str, Path]:
+    """amb-results.json, leaderboard.md and index.html (with its plots) under report_dir."""
+    from .html import write_html  # matplotlib is only needed here
+
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"results": report_dir / "amb-results.json", "leaderboard": report_dir / "leaderboard.md"}
+    atomic_write(paths["results"], json.dumps(doc, indent=2))
+    atomic_write(paths["leaderboard"], render_markdown(doc["aggregate"]))
+    paths["html"] = write_html(report_dir, doc, runs_dir)
+    return paths
 
 
 class ResultsCollector:
     def __init__(self, config, settings):
         self.config = config
         self.settings = settings
+        extra = settings.extra
+        self.save_name, self.compare_ref = extra.get("save"), extra.get("compare")
+        if self.save_name and not baselines.valid_name(self.save_name):
+            raise pytest.UsageError(f"--amb-save: {self.save_name!r}: use letters, digits, '.', '_' or '-'")
+        self.gate = None
+        if extra.get("compare_fail"):
+            if not self.compare_ref:
+                raise pytest.UsageError("--amb-compare-fail needs --amb-compare=NAME|PATH (the baseline to compare with)")
+            try:
+                self.gate = baselines.parse_gate(extra["compare_fail"])
+            except ValueError as e:
+                raise pytest.UsageError(f"--amb-compare-fail: {e}") from None
         self.runs: dict[str, dict[str, Any]] = {}  # run_id -> result
-        self.report_path: Path | None = None
+        self.reused: set[str] = set()
+        self.paths: dict[str, Path] = {}
+        self.messages: list[str] = []
+        self.comparison: str | None = None
+        self.gate_failed = False
 
+    # -- collecting --------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter's PASSED/FAILED
     def pytest_runtest_logreport(self, report):
         props = dict(report.user_properties)
         run_id = props.get("amb_run_id")
-        if not run_id or run_id in self.runs:
-            return
+        if not run_id or run_id in self.runs or (report.when == "setup" and report.passed):
+            return  # a scored run is taken from its call report
         result = self._load(props.get("amb_result"))
         self.runs[run_id] = result if result is not None else _from_properties(props)
         self.runs[run_id]["outcome_nodeid"] = report.nodeid
+        if props.get("amb_reused"):
+            self.reused.add(run_id)
+        if self.config.get_verbosity() > 0:
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.ensure_newline()
+                tr.write_line(progress_line(self.runs[run_id], reused=run_id in self.reused))
 
     @staticmethod
     def _load(path: str | None) -> dict[str, Any] | None:
@@ -41,33 +94,83 @@ class ResultsCollector:
         except (OSError, ValueError):
             return None
 
+    # -- at the end ----------------------------------------------------------------------------
     def pytest_sessionfinish(self, session):
-        if not self.runs:
-            return
+        runs = list(self.runs.values())
         report_dir = Path(self.settings.extra["report_dir"])
-        report_dir.mkdir(parents=True, exist_ok=True)
-        runs = sorted(self.runs.values(), key=lambda r: r["run_id"])
-        board = leaderboard(runs)
-        doc = {
-            "schema_version": RESULTS_SCHEMA_VERSION,
-            "plugin_version": __version__,
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "settings": {"model": self.settings.model, "tier": self.settings.extra["tier"],
-                         "repeats": self.settings.extra["repeats"], "sandbox": self.settings.sandbox},
-            "leaderboard": json.loads(board.to_json(orient="records")) if not board.empty else [],
-            "runs": runs,
-        }
-        self.report_path = report_dir / "amb-results.json"
-        atomic_write(self.report_path, json.dumps(doc, indent=2))
+        if runs:
+            s = self.settings
+            doc = results_document(runs, {"model": s.model, "tier": s.extra["tier"], "repeats": s.extra["repeats"],
+                                          "sandbox": s.sandbox, "resume": bool(s.extra.get("resume")),
+                                          "reused_runs": sorted(self.reused)})
+            self.paths = write_reports(doc, report_dir, Path(s.runs_dir))
+            if self.save_name:
+                try:
+                    path = baselines.save(self.save_name, report_dir, doc["runs"], doc["aggregate"])
+                    self.messages.append(f"baseline saved: {path}")
+                except baselines.BaselineError as e:
+                    self.messages.append(f"ERROR: {e}")
+                    session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif self.save_name and not session.config.option.collectonly:
+            self.messages.append(f"baseline {self.save_name!r} not saved: no finished runs")
+        if self.compare_ref and not session.config.option.collectonly:
+            self._compare(session, report_dir, runs)
+
+    def _compare(self, session, report_dir: Path, runs: list[dict]) -> None:
+        try:
+            base = baselines.load(self.compare_ref, report_dir)
+            if not runs:
+                raise baselines.BaselineError("--amb-compare: this session has no finished runs to compare")
+            conflicts = baselines.version_conflicts(base, runs)
+            if conflicts:
+                raise baselines.BaselineError("--amb-compare: refused: task versions differ from the baseline's: "
+                                              + "; ".join(conflicts))
+        except baselines.BaselineError as e:
+            self.messages.append(f"ERROR: {e}")
+            if self.gate:  # the gate cannot vouch for this session
+                self.gate_failed = True
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        rows = baselines.compare(base, runs, self.gate)
+        self.comparison = baselines.render_comparison(rows, base)
+        if self.gate and baselines.gate_failed(rows):
+            self.gate_failed = True
+            bad = [r["field"] for r in rows if r["verdict"] in ("REGRESSION", "MISSING")]
+            self.messages.append(f"REGRESSION GATE FAILED ({', '.join(bad)}): exit code 1")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif self.gate:
+            self.messages.append("regression gate passed")
 
     def pytest_terminal_summary(self, terminalreporter):
-        if not self.runs:
-            return
         tr = terminalreporter
-        tr.section("automedbench leaderboard")
-        tr.write_line(render(leaderboard(list(self.runs.values()))))
-        if self.report_path:
-            tr.write_line(f"results: {self.report_path}   runs: {self.settings.runs_dir}")
+        if self.runs:
+            tr.section("automedbench leaderboard")
+            tr.write_line(render(aggregate(list(self.runs.values()))))
+            if self.reused:
+                tr.write_line(f"reused {len(self.reused)} finished run(s) (--amb-resume)")
+            if self.paths:
+                tr.write_line("reports: " + "  ".join(f"{p}" for p in self.paths.values()))
+                tr.write_line(f"runs: {self.settings.runs_dir}")
+        if self.comparison or self.messages:
+            tr.section("automedbench comparison" if self.compare_ref else "automedbench")
+            if self.comparison:
+                tr.write_line(self.comparison)
+            for m in self.messages:
+                tr.write_line(m, red=m.startswith(("ERROR", "REGRESSION")), bold=True)
+
+
+def progress_line(r: dict[str, Any], reused: bool = False) -> str:
+    """One compact line per finished run (shown with -v)."""
+    st = r.get("stages") or {}
+
+    def pct(v):
+        return "-" if v is None else f"{100 * v:.0f}"
+
+    return (f"amb {r.get('run_id')}: overall {r.get('overall')} agentic {pct(r.get('agentic'))} "
+            f"task {pct(r.get('task_score'))} S1-S5 {'/'.join(pct(st.get(s)) for s in ('S1', 'S2', 'S3', 'S4', 'S5'))} "
+            f"compl {pct(r.get('completion_rate'))} medal {r.get('medal') or '-'} "
+            f"{r.get('failure_mode') or 'ok'} {r.get('turns')} turns {r.get('wall_time_s')}s"
+            + (" (reused)" if reused else ""))
 
 
 def _from_properties(props: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,195 @@
+"""Baselines (--amb-save), comparisons (--amb-compare) and the regression gate (--amb-compare-fail).
+
+A baseline is the session's aggregate plus each run's scores and the provenance needed to tell
+whether two sessions are comparable. Runs are matched by task id and tier (not by model: comparing
+a new agent with a saved one is the point). The gate syntax and the significance test are
+documented in docs/reports.md.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..runner import atomic_write
+from .leaderboard import METRICS, STAGES, fmt, text_table
+from .stats import drop_test
+
+BASELINE_SCHEMA_VERSION = 1
+GATE_METRICS = ("overall", "agentic", "task", "completion", *STAGES)
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_RUN_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
+             "completion_rate", "stages", "submitted", "failure_mode", "medal", "cost_usd")
+
+
+class BaselineError(Exception):
+    """A baseline cannot be saved, found or compared; the message says why."""
+
+
+# -- the gate's syntax -------------------------------------------------------------------------
+def parse_gate(spec: str) -> list[tuple[str, str, float]]:
+    """`overall:2.0,segmentation:5,S3:0.1,tiny-seg/S1:0.2` -> [(scope, metric, threshold)].
+
+    FIELD is a metric (overall agentic task completion S1..S5) over every task, a track name or
+    task id (its overall), or SCOPE/METRIC. Thresholds are in the metric's units (overall 0-100,
+    the others 0-1). Raises ValueError naming the bad part.
+    """
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        field, sep, threshold = part.rpartition(":")
+        if not sep or not field:
+            raise ValueError(f"{part!r}: expected FIELD:THRESHOLD (e.g. overall:2.0)")
+        try:
+            value = float(threshold)
+        except ValueError:
+            raise ValueError(f"{part!r}: threshold {threshold!r} is not a number") from None
+        if value < 0:
+            raise ValueError(f"{part!r}: threshold must be >= 0")
+        scope, slash, metric = field.rpartition("/")
+        if not slash:
+            scope, metric = ("all", field) if field in GATE_METRICS else (field, "overall")
+        if metric not in GATE_METRICS:
+            raise ValueError(f"{part!r}: unknown metric {metric!r} (one of {', '.join(GATE_METRICS)})")
+        out.append((scope or "all", metric, value))
+    if not out:
+        raise ValueError("empty gate specification")
+    return out
+
+
+# -- saving and loading ------------------------------------------------------------------------
+def provenance(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    prov = [r.get("provenance") or {} for r in runs]
+    return {
+        "plugin_version": __version__,
+        "task_versions": {r["task_id"]: p.get("task_version") for r, p in zip(runs, prov)},
+        "git_revs": sorted({p.get("git_rev") for p in prov if p.get("git_rev")}),
+        "models": sorted({str(r.get("model")) for r in runs}),
+        "model_ids": sorted({p.get("model_id") for p in prov if p.get("model_id")}),
+        "machine": {"hostname": platform.node(), "platform": platform.platform(),
+                    "python": platform.python_version()},
+    }
+
+
+def valid_name(name: str) -> bool:
+    return bool(_NAME.match(name))
+
+
+def save(name: str, report_dir: Path, runs: list[dict[str, Any]], agg: dict[str, Any]) -> Path:
+    if not _NAME.match(name):
+        raise BaselineError(f"--amb-save: {name!r}: use letters, digits, '.', '_' or '-'")
+    path = Path(report_dir) / "baselines" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"schema_version": BASELINE_SCHEMA_VERSION, "name": name,
+           "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "provenance": provenance(runs),
+           "aggregate": agg, "runs": [{k: r.get(k) for k in _RUN_KEYS} for r in runs]}
+    atomic_write(path, json.dumps(doc, indent=2))
+    return path
+
+
+def resolve(ref: str, report_dir: Path) -> Path:
+    as_path = Path(ref).expanduser()
+    if as_path.suffix == ".json" or "/" in ref:
+        return as_path
+    return Path(report_dir) / "baselines" / f"{ref}.json"
+
+
+def load(ref: str, report_dir: Path) -> dict[str, Any]:
+    path = resolve(ref, report_dir)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError:
+        raise BaselineError(f"--amb-compare: no baseline {ref!r} (looked for {path})") from None
+    except ValueError as e:
+        raise BaselineError(f"--amb-compare: {path}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise BaselineError(f"--amb-compare: {path}: runs: missing (not a baseline file)")
+    doc["_path"] = str(path)
+    return doc
+
+
+# -- comparing ---------------------------------------------------------------------------------
+def version_conflicts(baseline: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    saved = (baseline.get("provenance") or {}).get("task_versions") or {}
+    now = {r["task_id"]: (r.get("provenance") or {}).get("task_version") for r in runs}
+    return [f"{t}: baseline version {saved[t]!r}, this session {now[t]!r}"
+            for t in sorted(set(saved) & set(now)) if str(saved[t]) != str(now[t])]
+
+
+def _strata(runs: list[dict], scope: str, metric: str) -> dict[tuple, list]:
+    read = METRICS[metric]
+    out: dict[tuple, list] = defaultdict(list)
+    for r in runs:
+        if scope in ("all", r.get("track"), r.get("task_id")):
+            out[(r.get("task_id"), r.get("tier"))].append(read(r))
+    return out
+
+
+def compare_field(base_runs: list[dict], runs: list[dict], scope: str, metric: str) -> dict | None:
+    b, c = _strata(base_runs, scope, metric), _strata(runs, scope, metric)
+    common = sorted(set(b) & set(c), key=str)
+    return drop_test([b[k] for k in common], [c[k] for k in common]) if common else None
+
+
+def default_fields(base_runs: list[dict], runs: list[dict]) -> list[tuple[str, str]]:
+    both = {(r["track"], r["task_id"]) for r in runs} & {(r["track"], r["task_id"]) for r in base_runs}
+    tracks = sorted({t for t, _ in both})
+    tasks = sorted({t for _, t in both})
+    return ([("all", "overall")] + [(t, "overall") for t in tracks]
+            + [(t, "overall") for t in tasks if t not in tracks] + [("all", s) for s in STAGES])
+
+
+def compare(baseline: dict[str, Any], runs: list[dict[str, Any]], gate: list[tuple[str, str, float]] | None):
+    """Rows of the comparison table; a row with verdict REGRESSION fails the gate."""
+    base_runs = baseline["runs"]
+    thresholds = {(s, m): t for s, m, t in gate or []}
+    fields = default_fields(base_runs, runs)
+    fields += [f for f in thresholds if f not in fields]
+    rows = []
+    for scope, metric in fields:
+        res = compare_field(base_runs, runs, scope, metric)
+        threshold = thresholds.get((scope, metric))
+        row = {"field": metric if scope == "all" else f"{scope}/{metric}", "scope": scope, "metric": metric,
+               "threshold": threshold, **(res or {})}
+        if res is None:
+            row["verdict"] = "MISSING" if threshold is not None else "-"
+        elif threshold is None:
+            row["verdict"] = "-"
+        elif res["drop"] > threshold and res["significant"] is not False:
+            row["verdict"] = "REGRESSION"
+        elif res["drop"] > threshold:
+            row["verdict"] = "not significant"
+        else:
+            row["verdict"] = "ok"
+        rows.append(row)
+    return rows
+
+
+def gate_failed(rows: list[dict]) -> bool:
+    return any(r["verdict"] in ("REGRESSION", "MISSING") for r in rows)
+
+
+def render_comparison(rows: list[dict], baseline: dict[str, Any]) -> str:
+    header = ["field", "baseline", "current", "drop", "drop 95% low", "runs b/c", "threshold", "verdict"]
+    body = []
+    for r in rows:
+        if "baseline" not in r:
+            body.append([r["field"], "-", "-", "-", "-", "-", _threshold(r), r["verdict"]])
+            continue
+        metric = r["metric"]
+        body.append([r["field"], fmt({"mean": r["baseline"], "n": 1}, metric), fmt({"mean": r["current"], "n": 1}, metric),
+                     fmt({"mean": r["drop"], "n": 1}, metric),
+                     fmt({"mean": r["drop_low"], "n": 1}, metric) if r["drop_low"] is not None else "n/a",
+                     f"{r['n_baseline']}/{r['n_current']}", _threshold(r), r["verdict"]])
+    name = baseline.get("name") or baseline.get("_path")
+    return (f"compared with baseline {name} ({baseline.get('_path')}); drop = baseline - current "
+            "(positive = worse), stage/agentic/task in %\n" + text_table(header, body))
+
+
+def _threshold(row: dict) -> str:
+    t = row["threshold"]
+    return "-" if t is None else fmt({"mean": t, "n": 1}, row["metric"])

@@ -1,0 +1,212 @@
+"""Reports, baselines, the regression gate and resume, end to end on the tiny task."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import read_results
+from pytest_automedbench import cli
+from pytest_automedbench.reporting.controller import results_document, write_reports
+
+# Submits complete, valid outputs without a plan or checks: the test passes, the scores drop.
+SLOPPY = """\
+- execute_code:
+    language: python
+    code: |
+      import os, nibabel as nib, numpy as np
+      d = os.path.join(os.environ["AMB_PUBLIC_DIR"], "images")
+      for f in sorted(os.listdir(d)):
+          img = nib.load(os.path.join(d, f))
+          pred = np.digitize(img.get_fdata(), [50, 150]).astype(np.uint8)
+          nib.save(nib.Nifti1Image(pred, img.affine), os.path.join(os.environ["AMB_OUTPUT_DIR"], f))
+- submit_results: {}
+"""
+
+
+def test_repeats_under_xdist_then_baseline_and_gate(tiny_suite, pytester):
+    # xdist workers start from the controller's startup sys.path: run -n sessions in a subprocess
+    r = pytester.runpytest_subprocess("suite", "-n", "2", "--amb-repeats=3", "--junitxml=out.xml", "--amb-save=ref", "-v",
+                           "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=3)
+    r.stdout.fnmatch_lines(["*amb tiny-seg__lite__reference__r?: overall * S1-S5 *", "*automedbench leaderboard*",
+                            "*Overall (mean across tasks)*", "reports: *amb-results.json*index.html",
+                            "baseline saved: *baselines?ref.json"])
+    doc = read_results(pytester)
+    assert doc["schema_version"] == 2
+    assert sorted(x["run_id"] for x in doc["runs"]) == [f"tiny-seg__lite__reference__r{i}" for i in (1, 2, 3)]
+    overall = doc["aggregate"]["tasks"][0]["metrics"]["overall"]
+    assert overall["n"] == 3 and overall["ci_low"] <= overall["mean"] <= overall["ci_high"]
+    assert doc["aggregate"]["models"][0]["metrics"]["S3"]["n"] == 3
+    cases = list(ET.parse(pytester.path / "out.xml").iter("testcase"))
+    assert len(cases) == 3
+    for case in cases:
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert {"amb_overall", "amb_s1", "amb_s5", "amb_run_id", "amb_cost_usd"} <= set(props)
+    reports = pytester.path / "reports"
+    assert "tiny-seg" in (reports / "leaderboard.md").read_text()
+    assert (reports / "index.html").exists() and (reports / "plots" / "stages.png").exists()
+    saved = json.loads((reports / "baselines" / "ref.json").read_text())
+    assert saved["provenance"]["task_versions"] == {"tiny-seg": "1"}
+    assert saved["provenance"]["models"] == ["reference"] and saved["provenance"]["machine"]["hostname"]
+    gate = ["--amb-compare=ref", "--amb-compare-fail=overall:2.0,S3:0.1", "-p", "no:cacheprovider"]
+
+    # the reference against itself (its runs reused): exit 0
+    r = pytester.runpytest_subprocess("suite", "-n", "2", "--amb-repeats=3", "--amb-resume", *gate)
+    r.assert_outcomes(passed=3)
+    assert r.ret == 0
+    r.stdout.fnmatch_lines(["*reused 3 finished run(s)*", "*compared with baseline ref*",
+                            "overall *ok", "regression gate passed"])
+
+    # an agent that passes its test but scores lower: the gate alone makes the exit code 1, under -n 2
+    (tiny_suite / "sloppy.yaml").write_text(SLOPPY)
+    r = pytester.runpytest_subprocess("suite", "-n", "2", f"--amb-model=script:{tiny_suite / 'sloppy.yaml'}", *gate)
+    r.assert_outcomes(passed=1)
+    assert r.ret == 1
+    r.stdout.fnmatch_lines(["overall * REGRESSION", "*REGRESSION GATE FAILED (overall*): exit code 1"])
+
+    # the null agent: the table names the regression
+    r = pytester.runpytest("suite", "--amb-model=null", *gate)
+    assert r.ret == 1
+    r.stdout.fnmatch_lines(["overall * REGRESSION", "segmentation/overall * -", "S3 * REGRESSION"])
+
+    # a baseline made with another task version is refused, naming the task
+    saved["provenance"]["task_versions"]["tiny-seg"] = "0"
+    (reports / "baselines" / "ref.json").write_text(json.dumps(saved))
+    r = pytester.runpytest("suite", "--amb-repeats=3", "--amb-resume", *gate)
+    r.assert_outcomes(passed=3)
+    assert r.ret == 1
+    r.stdout.fnmatch_lines(["*refused: task versions differ*tiny-seg: baseline version '0', this session '1'*"])
+
+
+def test_gate_options_are_checked(tiny_suite, pytester):
+    r = pytester.runpytest("suite", "--collect-only", "--amb-compare-fail=overall:2")
+    assert r.ret == 4
+    r.stderr.fnmatch_lines(["*--amb-compare-fail needs --amb-compare*"])
+    r = pytester.runpytest("suite", "--collect-only", "--amb-compare=ref", "--amb-compare-fail=overall")
+    r.stderr.fnmatch_lines(["*--amb-compare-fail: 'overall': expected FIELD:THRESHOLD*"])
+    r = pytester.runpytest("suite", "--collect-only", "--amb-save=../x")
+    r.stderr.fnmatch_lines(["*--amb-save: '../x': use letters, digits*"])
+
+
+def _slow_steps(folder: Path) -> Path:
+    """The tiny solution with a first cell that leaves a marker, then waits while the hold file exists."""
+    marks, hold = folder / "marks", folder / "hold"
+    marks.mkdir()
+    hold.write_text("")
+    first = (f"- execute_code:\n    language: python\n    code: |\n"
+             f"      import os, time\n"
+             f"      open(os.path.join({str(marks)!r}, os.path.basename(os.path.dirname(os.getcwd()))"
+             f" + '-' + str(time.time())), 'w').close()\n"
+             f"      start = time.time()\n"
+             f"      while os.path.exists({str(hold)!r}) and len(os.listdir({str(marks)!r})) > 1 and time.time() - start < 50:\n"
+             f"          time.sleep(0.2)\n")
+    steps = folder / "slow.yaml"
+    steps.write_text(first + (folder / "solve.yaml").read_text())
+    return steps
+
+
+def _repeat_of(mark: str) -> str:
+    return mark.rsplit("-", 1)[0].rsplit("__", 1)[-1]  # marks are <run-id>-<time>
+
+
+def test_resume_after_kill_reruns_only_unfinished_runs(tiny_suite, pytester):
+    steps = _slow_steps(tiny_suite)
+    args = ["suite", f"--amb-model=script:{steps}", "--amb-repeats=3", "-p", "no:cacheprovider"]
+    runs = pytester.path / "reports" / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=pytester.path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        done = []
+        while not done and proc.poll() is None and time.monotonic() < deadline:
+            done = list(runs.glob("*__r1/result.json")) if runs.exists() else []
+            time.sleep(0.3)
+        assert done, "the first run never finished"
+        while len(list((tiny_suite / "marks").iterdir())) < 2 and proc.poll() is None:
+            time.sleep(0.2)  # the second run is in flight, held by the hold file
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not list(runs.glob("*__r2/result.json")) and not list(runs.glob("*__r3/result.json"))
+    r1 = json.loads(done[0].read_text())
+    (tiny_suite / "hold").unlink()
+    marks_before = {p.name for p in (tiny_suite / "marks").iterdir()}
+
+    r = pytester.runpytest(*args, "--amb-resume", "-v", "--junitxml=out.xml")
+    r.assert_outcomes(passed=3)
+    r.stdout.fnmatch_lines(["*r1: overall * (reused)", "*reused 1 finished run(s)*"])
+    new_marks = {p.name for p in (tiny_suite / "marks").iterdir()} - marks_before
+    assert sorted(_repeat_of(m) for m in new_marks) == ["r2", "r3"]  # r1 was reused, not rerun
+    assert json.loads(done[0].read_text())["started_at"] == r1["started_at"]
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in ET.parse(pytester.path / "out.xml").iter("testcase")}
+    reused = [n for n, p in props.items() if p.get("amb_reused") == "True"]
+    assert len(reused) == 1 and "r1" in reused[0] and float(props[reused[0]]["amb_overall"]) == r1["overall"]
+    assert len(read_results(pytester)["runs"]) == 3
+
+    # rescore: a tampered result.json gets its scores back from the saved run, without an agent
+    r2_path = next(runs.glob("*__r2/result.json"))
+    original = json.loads(r2_path.read_text())
+    tampered = dict(original, overall=0.0, agentic=0.0, stages={s: 0.0 for s in original["stages"]})
+    r2_path.write_text(json.dumps(tampered))
+    (pytester.path / "reports" / "amb-results.json").unlink()
+    assert cli.main(["rescore", str(runs)]) == 0
+    again = json.loads(r2_path.read_text())
+    assert (again["overall"], again["stages"]) == (original["overall"], original["stages"]) and again["rescored_at"]
+    assert len(read_results(pytester)["runs"]) == 3
+
+
+def _synthetic_run(runs_dir: Path) -> dict:
+    rid = "demo-task__lite__synthetic-model__r1"
+    run_dir = runs_dir / rid
+    (run_dir / "workspace").mkdir(parents=True)
+    (run_dir / "workspace" / "plan.md").write_text("# Plan\n1. threshold the volume\n")
+    result = {"schema_version": 1, "run_id": rid, "task_id": "demo-task", "track": "segmentation", "tier": "lite",
+              "model": "synthetic-model", "repeat": 1, "overall": 61.5, "agentic": 0.5, "task_score": 0.73,
+              "completion_rate": 1.0, "stages": {"S1": 1.0, "S2": 0.5, "S3": 0.2, "S4": 1.0, "S5": 1.0},
+              "task_metrics": {"name": "dice", "value": 0.73}, "medal": "B", "failure_mode": None, "submitted": True,
+              "error_codes": [{"code": "E-PILOT-SKIPPED", "family": "validation", "evidence": "no pilot cell before the full run"}],
+              "violations": [], "turns": 3, "wall_time_s": 4.2, "tokens": {"input": 100, "output": 20}, "cost_usd": 0.01}
+    conversation = [{"role": "user", "content": "Segment the tiny volumes."},
+                    {"role": "assistant", "content": "I will threshold the volume at 50 and 150.",
+                     "tool_calls": [{"id": "c1", "name": "execute_code",
+                                     "arguments": {"language": "python", "code": "print('pilot case_000 ok')"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "name": "execute_code", "content": "exit_code: 0"}]
+    trace = {"index": 0, "turn": 1, "tool": "execute_code", "started_s": 0.1, "language": "python",
+             "code": "print('pilot case_000 ok')", "stdout": "pilot case_000 ok\n", "exit_code": 0, "stage": "S3"}
+    (run_dir / "result.json").write_text(json.dumps(result))
+    (run_dir / "conversation.json").write_text(json.dumps(conversation))
+    (run_dir / "trace.jsonl").write_text(json.dumps(trace) + "\n")
+    return result
+
+
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("Debian's chromium is not installed (scripts/setup.sh --test installs it)")
+    runs = [_synthetic_run(tmp_path / "runs")]
+    paths = write_reports(results_document(runs, {}), tmp_path / "report", tmp_path / "runs")
+    page = paths["html"].read_text()
+    assert "http://" not in page and "https://" not in page  # nothing fetched from a network
+    for src in ("plots/stages.png", "plots/score_vs_cost.png", "plots/error_families.png"):
+        assert f"src='{src}'" in page and (tmp_path / "report" / src).stat().st_size > 0
+    with tempfile.TemporaryDirectory() as profile:
+        out = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                              f"--user-data-dir={profile}", "--dump-dom", paths["html"].as_uri()],
+                             capture_output=True, text=True, timeout=120)
+    dom = out.stdout
+    assert "<td>synthetic-model</td>" in dom and "<td>61.5</td>" in dom  # the leaderboard
+    viewer = dom.split('id="viewer"', 1)[1]  # rendered by the page's JavaScript from the embedded JSON
+    assert "I will threshold the volume at 50 and 150." in viewer
+    assert '<span class="stage">S3</span>' in viewer and "pilot case_000 ok" in viewer
+    assert "E-PILOT-SKIPPED (validation)" in viewer and "no pilot cell before the full run" in viewer
+    assert "1. threshold the volume" in viewer
