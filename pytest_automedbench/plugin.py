@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hooks
+from . import hooks, rexmle
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
 from .reporting.controller import ResultsCollector
@@ -244,5 +244,6 @@ def properties(r: dict, result_path: Path) -> dict:
         "amb_tokens": sum(r["tokens"].values()),
         "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
         "amb_result": os.fspath(result_path),
+        **rexmle.properties(r),
     }
     return props

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, scoring
+from . import __version__, rexmle, scoring
 from .agents import Agent
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
@@ -113,6 +113,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
         "medal": s.medal,
         "failure_mode": failure_mode(record, track),
+        **({"rexmle": section} if (section := rexmle.result_section(task, track, outputs, data, record)) else {}),
     }
 
 
@@ -129,7 +130,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     (workspace / "TASK.md").write_text(brief, encoding="utf-8")
     limits = limits_for(task, settings)
     config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
-                           cell_timeout_s=limits.cell_timeout_s)
+                           cell_timeout_s=limits.cell_timeout_s,
+                           extra={"inference_only": spec.policy.inference_only})  # the policy guard reads it
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     sandbox = make_sandbox(config)
     with sandbox:
