@@ -146,7 +146,9 @@ class TaskFile(pytest.File):
         settings = config.stash[SETTINGS_KEY]
         wanted = TIERS if settings.extra["tier"] == "all" else (settings.extra["tier"],)
         repeats = settings.extra["repeats"]
-        for tier in (t for t in task.spec.tiers.available() if t in wanted):
+        # A ReX-MLE challenge has one setting (its challenge brief), so it runs whatever --amb-tier says.
+        tiers = task.spec.tiers.available() if task.spec.rexmle else [t for t in task.spec.tiers.available() if t in wanted]
+        for tier in tiers:
             for repeat in range(1, repeats + 1):
                 suffix = f"-r{repeat}" if repeats > 1 else ""
                 item = TaskItem.from_parent(self, name=f"{task.spec.track}/{task.spec.id}[{tier}{suffix}]",
