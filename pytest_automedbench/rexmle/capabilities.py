@@ -121,6 +121,21 @@ def _summarise(judge: str, scores: list[dict[int, tuple[int, str]]], strategies:
             "errors": errors or []}
 
 
+_COMMENT = re.compile(r"(?m)(^|\s)#.*$")
+_TRIPLE = re.compile(r'("""|\'\'\')[\s\S]*?\1')
+_WRITES_SCRIPT = re.compile(r"\.(py|sh)\b")
+
+
+def executable_text(code: str) -> str:
+    """The code a cell executes, without comments and prose.
+
+    Comments never count as evidence; triple-quoted strings count only in a cell that writes a
+    script (.py / .sh) that a later cell runs, since a plan written to plan.md is not execution.
+    """
+    text = _COMMENT.sub(r"\1", code)
+    return text if _WRITES_SCRIPT.search(text) else _TRIPLE.sub('""', text)
+
+
 def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGMENT_CHARS) -> dict[str, Any]:
     """Offline judge: a strategy scores 1 in a fragment when a successfully executed cell's code matches."""
     strategies = load_strategies()
@@ -132,9 +147,10 @@ def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGME
             for e in frag:
                 if not (e.ok and e.code):
                     continue
-                m = next((m for p in s.patterns if (m := p.search(e.code))), None)
+                code = executable_text(e.code)
+                m = next((m for p in s.patterns if (m := p.search(code))), None)
                 if m:
-                    line = next((ln.strip() for ln in e.code.splitlines() if m.group(0) in ln), m.group(0))
+                    line = next((ln.strip() for ln in code.splitlines() if m.group(0) in ln), m.group(0))
                     found[s.id] = (1, f"cell {e.cell}: {line[:160]}")
                     break
         scores.append(found)
