@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import cli_rank
+from . import cli_capabilities, cli_rank
 
-SUBCOMMANDS = [cli_rank]
+SUBCOMMANDS = [cli_rank, cli_capabilities]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,3 +105,16 @@ def test_plans_in_prose_and_comments_are_not_evidence():
     assert r["post_processing"]["any_evidence"] == 0 and r["seed_fold_ensemble"]["any_evidence"] == 0
     r = by_key(heuristic_report(conv((script, 0))))  # a script written to be run is code
     assert r["hyperparameter_search"]["any_evidence"] == 1
+
+
+def test_capabilities_cli_on_a_run_folder(tmp_path, capsys):
+    from pytest_automedbench.cli import main
+
+    (tmp_path / "conversation.json").write_text(json.dumps(conv(("import optuna\nstudy = optuna.create_study()", 0))))
+    assert main(["capabilities", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "13  Optimising hyperparameters systematically          1  1.00  cell 0: import optuna" in out
+    assert main(["capabilities", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["strategies"][12]["any_evidence"] == 1
+    assert main(["capabilities", str(tmp_path / "nope")]) == 2
+    assert "expected a run folder holding conversation.json" in capsys.readouterr().out

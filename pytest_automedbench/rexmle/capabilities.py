@@ -14,8 +14,10 @@ strategy, through `Agent.respond(conversation, tools=[])`).
 """
 from __future__ import annotations
 
+import io
 import json
 import re
+import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -122,18 +124,31 @@ def _summarise(judge: str, scores: list[dict[int, tuple[int, str]]], strategies:
 
 
 _COMMENT = re.compile(r"(?m)(^|\s)#.*$")
-_TRIPLE = re.compile(r'("""|\'\'\')[\s\S]*?\1')
 _WRITES_SCRIPT = re.compile(r"\.(py|sh)\b")
 
 
 def executable_text(code: str) -> str:
-    """The code a cell executes, without comments and prose.
+    """The code a cell executes with comments and prose blanked out (same lines and columns).
 
-    Comments never count as evidence; triple-quoted strings count only in a cell that writes a
-    script (.py / .sh) that a later cell runs, since a plan written to plan.md is not execution.
+    Comments and string literals (labels of a diagram, a plan written to plan.md, messages) never
+    count as evidence, except in a cell that writes a script (.py / .sh): there the strings are
+    the script a later cell runs.
     """
-    text = _COMMENT.sub(r"\1", code)
-    return text if _WRITES_SCRIPT.search(text) else _TRIPLE.sub('""', text)
+    if _WRITES_SCRIPT.search(_COMMENT.sub(r"\1", code)):
+        return _COMMENT.sub(r"\1", code)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return _COMMENT.sub(r"\1", code)  # not Python (bash) or broken: comments only
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    chars = list(code)
+    for t in tokens:
+        if t.type in (tokenize.STRING, tokenize.COMMENT):
+            a, b = starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1]
+            chars[a:b] = [c if c == "\n" else " " for c in chars[a:b]]
+    return "".join(chars)
 
 
 def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGMENT_CHARS) -> dict[str, Any]:
@@ -150,7 +165,7 @@ def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGME
                 code = executable_text(e.code)
                 m = next((m for p in s.patterns if (m := p.search(code))), None)
                 if m:
-                    line = next((ln.strip() for ln in code.splitlines() if m.group(0) in ln), m.group(0))
+                    line = (e.code.splitlines() or [""])[code.count("\n", 0, m.start())].strip()
                     found[s.id] = (1, f"cell {e.cell}: {line[:160]}")
                     break
         scores.append(found)
