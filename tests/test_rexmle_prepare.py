@@ -127,9 +127,11 @@ def test_prepares_official_layout_without_labels_in_public(challenge, tmp_path):
     leaked = {h: p for h, p in digests(public).items() if h in private_files}
     assert not leaked, f"private content in public: {leaked}"
     assert private_files, "no test labels in private/"
+    if challenge in ("isles22", "topbrain-track1", "topcow-track2-task1"):  # NIfTI segmentation: metric naming
+        assert sorted(p.name for p in (private / "labels").iterdir()) == [f"{c}.nii.gz" for c in cases]
 
 
-def test_split_is_reex_mle_permutation_and_deterministic():
+def test_split_is_rexmle_permutation_and_deterministic():
     ids = [f"case{i:02d}" for i in range(10)]
     train, test = rp.split_cases(ids)
     assert len(test) == 2 and len(train) == 8 and not set(train) & set(test)

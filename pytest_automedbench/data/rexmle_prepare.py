@@ -92,8 +92,16 @@ def _pairs_or_fail(root: Path, pairs: dict[str, tuple[list[Path], list[Path]]], 
                                 f"(top level: {_listing(root)})")
 
 
-def write_split(public: Path, private: Path, pairs: dict[str, tuple[list[Path], list[Path]]]) -> dict[str, list[str]]:
-    """Copy inputs and labels: train cases to public/train, test inputs to public/images, test labels to private."""
+def write_split(public: Path, private: Path, pairs: dict[str, tuple[list[Path], list[Path]]],
+                label_suffix: str | None = None) -> dict[str, list[str]]:
+    """Copy inputs and labels: train cases to public/train, test inputs to public/images, test labels to private.
+
+    With `label_suffix` (one label file per case) labels are saved as <case><label_suffix>, so the
+    track metric finds private/labels/<case>.nii.gz beside outputs/<case>.nii.gz.
+    """
+    def label_name(case: str, f: Path) -> str:
+        return f"{case}{label_suffix}" if label_suffix else f.name
+
     train, test = split_cases(list(pairs))
     for sub in ("train/images", "train/labels", "images"):
         (public / sub).mkdir(parents=True, exist_ok=True)
@@ -103,13 +111,13 @@ def write_split(public: Path, private: Path, pairs: dict[str, tuple[list[Path], 
         for f in inputs:
             shutil.copy2(f, public / "train" / "images" / f.name)
         for f in labels:
-            shutil.copy2(f, public / "train" / "labels" / f.name)
+            shutil.copy2(f, public / "train" / "labels" / label_name(case, f))
     for case in test:
         inputs, labels = pairs[case]
         for f in inputs:
             shutil.copy2(f, public / "images" / f.name)
         for f in labels:
-            shutil.copy2(f, private / "labels" / f.name)
+            shutil.copy2(f, private / "labels" / label_name(case, f))
     with open(public / "cases.csv", "w", newline="") as fh:
         csv.writer(fh).writerows([["case_id"], *[[c] for c in sorted(test)]])
     return {"train": sorted(train), "test": sorted(test)}
@@ -128,7 +136,7 @@ def isles22(public: Path, private: Path, source=None) -> None:
             pairs[stem.split("_ses-")[0]] = (found, [mask])
     _pairs_or_fail(root, pairs, "the ISLES'22 BIDS release: sub-strokecase*/ses-*/dwi/*_dwi.nii.gz, *_adc.nii.gz, "
                    "anat/*_FLAIR.nii.gz and derivatives/sub-strokecase*/ses-*/*_msk.nii.gz")
-    write_split(public, private, pairs)
+    write_split(public, private, pairs, label_suffix=".nii.gz")  # masks as <case>.nii.gz: the submission's name
 
 
 def neurips_cellseg(public: Path, private: Path, source=None) -> None:
