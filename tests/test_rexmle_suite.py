@@ -107,3 +107,19 @@ def test_demo_challenge_end_to_end_with_the_reference_agent(pytester, monkeypatc
         assert caps[key]["any_evidence"] == 0, key
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "out.xml").iter("property")}
     assert float(props["amb_percentile"]) == rex["percentile"] and props["amb_rexmle_medal"] == rex["medal"]
+
+
+def test_broken_grader_is_recorded_not_raised(tmp_path):
+    from types import SimpleNamespace
+
+    from pytest_automedbench.metrics import TrackResult
+    from pytest_automedbench.rexmle import result_section
+
+    task = load_task_file(DEMO / "blob_seg.task.yaml")
+    task.spec.rexmle.grader = "math:sqrt"  # wrong signature: raises TypeError
+    record = SimpleNamespace(disqualified=False, submitted=True, conversation=[])
+    data = SimpleNamespace(private=tmp_path, public=tmp_path)
+    section = result_section(task, TrackResult(score=0.9, n_cases=1, n_valid=1), tmp_path, data, record)
+    assert "grader math:sqrt failed: TypeError" in section["error"]
+    assert section["positions"] == {"dice": 9, "hd95": 9} and section["percentile"] == 0.0
+    assert len(section["capabilities"]["strategies"]) == 13

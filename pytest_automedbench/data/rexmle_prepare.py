@@ -298,7 +298,7 @@ def ldct_iqa(public: Path, private: Path, source=None) -> None:
         shutil.copy2(path, public / "images" / path.name)
     for target, rows in ((public / "train_labels.csv", train), (private / "labels.csv", test)):
         with open(target, "w", newline="") as fh:
-            csv.writer(fh).writerows([["image_id", "label"], *[[c, s] for c, (_, s) in sorted(rows.items())]])
+            csv.writer(fh).writerows([["patient_id", "label"], *[[c, s] for c, (_, s) in sorted(rows.items())]])
     with open(public / "cases.csv", "w", newline="") as fh:
         csv.writer(fh).writerows([["case_id"], *[[c] for c in sorted(test)]])
 
