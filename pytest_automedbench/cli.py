@@ -14,6 +14,8 @@ SUBCOMMANDS = [
     "pytest_automedbench.cli_brief",
     "pytest_automedbench.cli_prepare",
     "pytest_automedbench.cli_rescore",
+    "pytest_automedbench.cli_rank",
+    "pytest_automedbench.cli_capabilities",
 ]
 
 

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-LIMIT_MODES = ("max_turns", "time_limit", "max_tokens", "max_cost")
 
 
 class RescoreError(Exception):

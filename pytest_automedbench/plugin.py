@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hooks
+from . import hooks, rexmle
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
 from .metrics import MetricUnavailable
@@ -160,7 +160,9 @@ class TaskFile(pytest.File):
         settings = config.stash[SETTINGS_KEY]
         wanted = TIERS if settings.extra["tier"] == "all" else (settings.extra["tier"],)
         repeats = settings.extra["repeats"]
-        for tier in (t for t in task.spec.tiers.available() if t in wanted):
+        # A ReX-MLE challenge has one setting (its challenge brief), so it runs whatever --amb-tier says.
+        tiers = task.spec.tiers.available() if task.spec.rexmle else [t for t in task.spec.tiers.available() if t in wanted]
+        for tier in tiers:
             for repeat in range(1, repeats + 1):
                 suffix = f"-r{repeat}" if repeats > 1 else ""
                 item = TaskItem.from_parent(self, name=f"{task.spec.track}/{task.spec.id}[{tier}{suffix}]",
@@ -267,5 +269,6 @@ def properties(r: dict, result_path: Path) -> dict:
         "amb_tokens": sum(r["tokens"].values()),
         "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
         "amb_result": os.fspath(result_path),
+        **rexmle.properties(r),
     }
     return props

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, scoring
+from . import __version__, rexmle, scoring
 from .agents import Agent
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
@@ -120,6 +120,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "failure_mode": failure_mode(record, track),
         "error_codes": detect(facts),
         "judge": judge_info,
+        **({"rexmle": section} if (section := rexmle.result_section(task, track, outputs, data, record)) else {}),
     }
 
 
@@ -137,7 +138,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     (workspace / "TASK.md").write_text(brief, encoding="utf-8")
     limits = limits_for(task, settings)
     config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
-                           cell_timeout_s=limits.cell_timeout_s)
+                           cell_timeout_s=limits.cell_timeout_s,
+                           extra={"inference_only": spec.policy.inference_only})  # the policy guard reads it
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     # Built before the run, so a judge that cannot start (no API key) costs no agent run.
     llm_judge = judge_for(settings.extra.get("judge"), Path(settings.runs_dir) / ".judge-cache",

@@ -88,12 +88,19 @@ def tier_section(task: TaskSpec, tier: str) -> str:
     return "\n".join(lines)
 
 
+def case_count(task: TaskSpec) -> str:
+    # A real ReX-MLE challenge's test count is only known once its release is prepared.
+    if task.rexmle is not None and task.data.needs_source:
+        return "as listed in /data/public/cases.csv"
+    return str(task.cases.count)
+
+
 def build_brief(task: TaskSpec, tier: str) -> str:
     s = task.submission
     return "\n\n".join([
         preamble(task, tier),
         "## The task\n" + task.description.strip()
-        + f"\n\nModality: {task.modality}. Cases: {task.cases.count}. Data: {task.source.name}.",
+        + f"\n\nModality: {task.modality}. Cases: {case_count(task)}. Data: {task.source.name}.",
         tier_section(task, tier),
         "## Submission format\n"
         f"- Write to: /workspace/{s.path}\n- {s.description.strip()}\n"

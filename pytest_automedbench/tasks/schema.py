@@ -134,6 +134,26 @@ class Medals(Strict):
     relative_to: Literal["absolute", "baseline"] = "absolute"
 
 
+class RexMetric(Strict):
+    name: str  # a column of the leaderboard
+    direction: Literal["higher_better", "lower_better"]
+
+
+class RexMLE(Strict):
+    """ReX-MLE challenge settings: the human leaderboard this task is ranked against (docs/rexmle.md).
+
+    `leaderboard` is relative to the task file. `grader` (`module:function`, called with
+    (task, outputs, private, public) and returning {metric: value}) computes the challenge's
+    metrics; without it the track metric's value and components are looked up by name.
+    """
+
+    challenge: str
+    leaderboard: str = "leaderboard.csv"
+    metrics: list[RexMetric] = Field(min_length=1)
+    grader: str | None = None
+    synthetic_leaderboard: bool = False  # True for demo challenges whose "humans" were made up
+
+
 class TaskSpec(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     track: Track
@@ -151,6 +171,7 @@ class TaskSpec(Strict):
     medals: Medals | None = None
     reference_solution: str | None = None  # step file (relative to the task file) for --amb-model=reference
     tags: list[str] = Field(default_factory=list)
+    rexmle: RexMLE | None = None  # set for ReX-MLE challenges (ranked against human leaderboards)
 
     @field_validator("version", mode="before")
     @classmethod

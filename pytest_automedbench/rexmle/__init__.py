@@ -1,0 +1,88 @@
+"""ReX-MLE mode: training-allowed challenges ranked against human leaderboards (docs/rexmle.md).
+
+`result_section` is what runner.py adds to result.json under "rexmle" for a task with a
+`rexmle:` section; `properties` the flat pytest properties; `ranking.benchmark_rank` the
+cross-challenge ReX-MLE Rank for the reports.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from .ranking import Leaderboard, LeaderboardError, Ranking, benchmark_rank, load_leaderboard, rank_agent
+
+
+def leaderboard_for(task) -> Leaderboard:
+    """The task's human leaderboard, with the directions its task file declares."""
+    rex = task.spec.rexmle
+    path = task.resolve(rex.leaderboard)
+    return load_leaderboard(path.parent, rex.challenge, leaderboard=path.name,
+                            directions={m.name: m.direction for m in rex.metrics})
+
+
+def metric_values(task, track, outputs: Path, private: Path, public: Path) -> tuple[dict[str, float], str | None]:
+    """The challenge's metric values for this run, and a grader problem (or None)."""
+    rex = task.spec.rexmle
+    if rex.grader:
+        from ..data import load_preparer  # same module:function resolution
+
+        try:
+            values = load_preparer(rex.grader)(task.spec, outputs, private, public)
+        except Exception as e:  # a grader fault must not lose the run's other results
+            return {}, f"grader {rex.grader} failed: {type(e).__name__}: {e}"
+    else:
+        values = {task.spec.metric.name: track.score, **track.components,
+                  **{k: v for k, v in track.diagnostics.items() if isinstance(v, (int, float))}}
+    clean = {}
+    for k, v in (values or {}).items():
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(f):
+            clean[k] = f
+    return clean, None
+
+
+def result_section(task, track, outputs: Path, data, record) -> dict[str, Any] | None:
+    """result.json's "rexmle" key: positions, mean_position, percentile, medal (None when failed)."""
+    rex = task.spec.rexmle
+    if rex is None:
+        return None
+    section: dict[str, Any] = {"challenge": rex.challenge, "synthetic_leaderboard": rex.synthetic_leaderboard,
+                               "positions": None, "mean_position": None, "percentile": None, "medal": None}
+    try:
+        board = leaderboard_for(task)
+    except LeaderboardError as e:
+        section["error"] = str(e)
+        return section
+    section["n_humans"] = board.n_humans
+    from .capabilities import heuristic_report
+
+    section["capabilities"] = heuristic_report(record.conversation)
+    if record.disqualified or not record.submitted or track.n_valid == 0:
+        section["failed"] = True  # counts 0 in the benchmark rank
+        return section
+    values, problem = metric_values(task, track, outputs, data.private, data.public)
+    if problem:
+        section["error"] = problem
+    ranking = rank_agent(board, values)
+    section.update({k: v for k, v in ranking.as_dict().items() if k not in ("challenge", "n_humans")})
+    section["failed"] = False
+    return section
+
+
+def properties(result: dict[str, Any]) -> dict[str, Any]:
+    """amb_percentile and amb_rexmle_medal (flat builtins), only for ReX-MLE runs."""
+    section = result.get("rexmle")
+    if not section:
+        return {}
+    pct = section.get("percentile")
+    return {"amb_percentile": float(pct) if pct is not None else 0.0,
+            "amb_rexmle_medal": section.get("medal") or "none",
+            "amb_rexmle_challenge": section.get("challenge") or ""}
+
+
+__all__ = ["Leaderboard", "LeaderboardError", "Ranking", "benchmark_rank", "leaderboard_for", "load_leaderboard",
+           "properties", "rank_agent", "result_section"]

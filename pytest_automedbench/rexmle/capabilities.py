@@ -1,0 +1,245 @@
+"""The ReX-MLE capability judge: which of the 13 winning strategies a run shows, with evidence.
+
+The run's log (its conversation: the agent's text, each executed cell's code and what it printed)
+is cut into fragments of at most `FRAGMENT_CHARS` characters (ReX-MLE truncated logs to 15000
+characters per judge call). Each fragment is judged per strategy 1 (explicit evidence that the
+strategy was executed) or 0 (absent, ambiguous, or only planned). Two summaries per strategy:
+
+    any_evidence   1 when any fragment scored 1            (per-run: "did the run ever do it")
+    fragment_mean  mean of the fragments' 0/1 scores        (what ReX-MLE's published Figure 4 used)
+
+Two judges fill the same report: `heuristic_report` (offline, patterns over the code of cells that
+ran successfully; a plan in prose never counts) and `llm_report` (a model asked for JSON per
+strategy, through `Agent.respond(conversation, tools=[])`).
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import tokenize
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+STRATEGIES_FILE = Path(__file__).with_name("strategies.yaml")
+FRAGMENT_CHARS = 15000
+OUTPUT_CHARS = 1500  # of each cell's printed output kept in the log
+
+SYSTEM_PROMPT = """You are an expert adjudicator evaluating the execution log of an autonomous AI agent on a \
+medical imaging task. Decide, for each strategy below, whether the log shows explicit evidence that the agent \
+EXECUTED it (code that ran successfully, specific library calls, files written). Score 1 only on explicit \
+evidence of execution; score 0 if the strategy is absent, ambiguous, or only planned. Answer with a raw JSON \
+object (no Markdown): {"results": [{"id": <int>, "strategy": "<name>", "score": 0 or 1, "evidence": "<quote>"}]} \
+with one object per strategy."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    id: int
+    key: str
+    name: str
+    criteria: str
+    patterns: tuple[re.Pattern, ...]
+
+
+@dataclass
+class Entry:
+    """One piece of the log: the agent's text, or an executed cell with its result."""
+
+    text: str
+    code: str | None = None
+    ok: bool = False  # the cell ran and exited 0
+    cell: int | None = None
+
+
+@lru_cache(maxsize=4)
+def load_strategies(path: Path = STRATEGIES_FILE) -> tuple[Strategy, ...]:
+    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return tuple(Strategy(int(s["id"]), s["key"], s["name"], " ".join(s["criteria"].split()),
+                          tuple(re.compile(p, re.I) for p in s.get("patterns", ())))
+                 for s in raw)
+
+
+def log_entries(conversation: list[dict[str, Any]]) -> list[Entry]:
+    """The run's log from its neutral conversation (conversation.json), cells paired with results."""
+    results = {m.get("tool_call_id"): str(m.get("content") or "") for m in conversation if m.get("role") == "tool"}
+    entries: list[Entry] = []
+    cell = 0
+    for m in conversation:
+        if m.get("role") != "assistant":
+            continue
+        if (m.get("content") or "").strip():
+            entries.append(Entry(f"[agent]\n{m['content'].strip()}"))
+        for call in m.get("tool_calls") or []:
+            if call.get("name") != "execute_code":
+                entries.append(Entry(f"[tool call] {call.get('name')}"))
+                continue
+            args = call.get("arguments") or {}
+            code, out = str(args.get("code") or ""), results.get(call.get("id"), "(no result)")
+            ok = out.startswith("exit_code: 0") and "(timed out)" not in out.splitlines()[0]
+            text = (f"[cell {cell}] {args.get('language', 'python')}\n{code}\n[result]\n"
+                    f"{out if len(out) <= OUTPUT_CHARS else out[:200] + ' ... ' + out[-OUTPUT_CHARS:]}")
+            entries.append(Entry(text, code, ok, cell))
+            cell += 1
+    return entries
+
+
+def fragments(entries: list[Entry], max_chars: int = FRAGMENT_CHARS) -> list[list[Entry]]:
+    """Pack consecutive entries into fragments of at most max_chars (a longer entry is cut)."""
+    out: list[list[Entry]] = []
+    current: list[Entry] = []
+    size = 0
+    for e in entries:
+        if len(e.text) > max_chars:
+            e = Entry(e.text[:max_chars], e.code, e.ok, e.cell)
+        if current and size + len(e.text) > max_chars:
+            out.append(current)
+            current, size = [], 0
+        current.append(e)
+        size += len(e.text) + 1
+    if current:
+        out.append(current)
+    return out
+
+
+def _summarise(judge: str, scores: list[dict[int, tuple[int, str]]], strategies: Iterable[Strategy],
+               errors: list[str] | None = None) -> dict[str, Any]:
+    rows = []
+    for s in strategies:
+        per = [f.get(s.id, (0, "")) for f in scores]
+        hits = [ev for sc, ev in per if sc]
+        rows.append({"id": s.id, "key": s.key, "name": s.name,
+                     "any_evidence": int(bool(hits)),
+                     "fragment_mean": round(sum(sc for sc, _ in per) / len(per), 6) if per else 0.0,
+                     "evidence": hits[0] if hits else ""})
+    n = len(rows) or 1
+    return {"judge": judge, "n_fragments": len(scores), "strategies": rows,
+            "any_evidence_mean": round(sum(r["any_evidence"] for r in rows) / n, 6),
+            "fragment_mean_mean": round(sum(r["fragment_mean"] for r in rows) / n, 6),
+            "errors": errors or []}
+
+
+_COMMENT = re.compile(r"(?m)(^|\s)#.*$")
+_WRITES_SCRIPT = re.compile(r"\.(py|sh)\b")
+
+
+def executable_text(code: str) -> str:
+    """The code a cell executes with comments and prose blanked out (same lines and columns).
+
+    Comments and string literals (labels of a diagram, a plan written to plan.md, messages) never
+    count as evidence, except in a cell that writes a script (.py / .sh): there the strings are
+    the script a later cell runs.
+    """
+    if _WRITES_SCRIPT.search(_COMMENT.sub(r"\1", code)):
+        return _COMMENT.sub(r"\1", code)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return _COMMENT.sub(r"\1", code)  # not Python (bash) or broken: comments only
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    chars = list(code)
+    for t in tokens:
+        if t.type in (tokenize.STRING, tokenize.COMMENT):
+            a, b = starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1]
+            chars[a:b] = [c if c == "\n" else " " for c in chars[a:b]]
+    return "".join(chars)
+
+
+def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGMENT_CHARS) -> dict[str, Any]:
+    """Offline judge: a strategy scores 1 in a fragment when a successfully executed cell's code matches."""
+    strategies = load_strategies()
+    frags = fragments(log_entries(conversation), max_chars)
+    scores: list[dict[int, tuple[int, str]]] = []
+    for frag in frags:
+        found: dict[int, tuple[int, str]] = {}
+        for s in strategies:
+            for e in frag:
+                if not (e.ok and e.code):
+                    continue
+                code = executable_text(e.code)
+                m = next((m for p in s.patterns if (m := p.search(code))), None)
+                if m:
+                    line = (e.code.splitlines() or [""])[code.count("\n", 0, m.start())].strip()
+                    found[s.id] = (1, f"cell {e.cell}: {line[:160]}")
+                    break
+        scores.append(found)
+    return _summarise("heuristic", scores, strategies)
+
+
+def _parse_reply(text: str, strategies: tuple[Strategy, ...]) -> dict[int, tuple[int, str]]:
+    """The judge's JSON answer as {strategy id: (score, evidence)}; ValueError names the problem."""
+    match = re.search(r"\{.*\}", text or "", re.S)
+    if not match:
+        raise ValueError("no JSON object in the reply")
+    try:
+        data = json.loads(match.group(0))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e.msg} at char {e.pos})") from None
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise ValueError("expected a 'results' list")
+    known = {s.id for s in strategies}
+    out: dict[int, tuple[int, str]] = {}
+    for i, r in enumerate(results):
+        if not isinstance(r, dict) or r.get("id") not in known:
+            raise ValueError(f"results[{i}]: expected an object with a strategy id 1-{len(strategies)}")
+        score = r.get("score")
+        if score not in (0, 1, True, False):
+            raise ValueError(f"results[{i}].score: expected 0 or 1, got {score!r}")
+        out[int(r["id"])] = (int(score), str(r.get("evidence") or "")[:300])
+    return out
+
+
+def strategies_prompt(strategies: Iterable[Strategy]) -> str:
+    return "\n\n".join(f"TARGET STRATEGY {s.id}: {s.name}\n{s.criteria}" for s in strategies)
+
+
+def llm_report(agent, conversation: list[dict[str, Any]], max_chars: int = FRAGMENT_CHARS) -> dict[str, Any]:
+    """LLM judge: one request per fragment through `agent.respond(messages, tools=[])`.
+
+    A fragment whose reply is not the expected JSON counts 0 for every strategy and is listed
+    under "errors" (so a broken judge lowers the profile visibly instead of crashing the report).
+    """
+    strategies = load_strategies()
+    frags = fragments(log_entries(conversation), max_chars)
+    scores: list[dict[int, tuple[int, str]]] = []
+    errors: list[str] = []
+    for i, frag in enumerate(frags, 1):
+        log = "\n\n".join(e.text for e in frag)
+        messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": f"{strategies_prompt(strategies)}\n\nLog section "
+                                                f"(fragment {i} of {len(frags)}):\n{log}\n\nReturn JSON with key "
+                                                "'results' containing one object per strategy."}]
+        reply = agent.respond(messages, tools=[])
+        try:
+            scores.append(_parse_reply(reply.text, strategies))
+        except ValueError as e:
+            errors.append(f"fragment {i}: {e}")
+            scores.append({})
+    report = _summarise("llm", scores, strategies, errors)
+    report["model_id"] = getattr(agent, "model_id", None)
+    return report
+
+
+def report_from_run_dir(run_dir: Path, agent=None) -> dict[str, Any]:
+    """Judge a finished run from its conversation.json (heuristic unless an agent is given)."""
+    conversation = json.loads((Path(run_dir) / "conversation.json").read_text(encoding="utf-8"))
+    return llm_report(agent, conversation) if agent is not None else heuristic_report(conversation)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A plain-text table of the 13 strategies."""
+    lines = [f"capability judge: {report['judge']} over {report['n_fragments']} fragment(s)",
+             f"{'#':>2}  {'strategy':<48} {'any':>3} {'frag':>5}  evidence"]
+    for r in report["strategies"]:
+        lines.append(f"{r['id']:>2}  {r['name']:<48} {r['any_evidence']:>3} {r['fragment_mean']:>5.2f}  "
+                     f"{r['evidence'][:70]}")
+    lines.append(f"mean any-evidence {report['any_evidence_mean']:.3f}, "
+                 f"mean per-fragment {report['fragment_mean_mean']:.3f}")
+    return "\n".join(lines)
