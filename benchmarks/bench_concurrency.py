@@ -1,0 +1,86 @@
+"""Concurrency: 16 runs of a latency-bound agent (the mock LLM server answering after a fixed
+delay) with pytest-xdist -n 1, 2, 4, 8; speed-up against -n 1.
+
+    python benchmarks/bench_concurrency.py [--runs 16] [--delay 1.0] [--workers 1,2,4,8]
+
+Each run is a real `openai:` agent through the SDK against the loopback mock: it asks once
+(the mock answers with one cell after --delay seconds), runs the cell, asks again (the mock
+answers submit_results after --delay seconds). Target: -n 8 gives at least 6x the throughput of
+-n 1 on a 2-core machine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import record, show  # noqa: E402
+
+from pytest_automedbench.testing import MockLLMServer  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = REPO / "tests" / "fixtures" / "tiny"
+CELL = ("import os, numpy as np, nibabel as nib\n"
+        "d = os.path.join(os.environ['AMB_PUBLIC_DIR'], 'images')\n"
+        "for f in sorted(os.listdir(d)):\n"
+        "    img = nib.load(os.path.join(d, f))\n"
+        "    nib.save(nib.Nifti1Image(np.digitize(img.get_fdata(), [50, 150]).astype(np.uint8), img.affine),\n"
+        "             os.path.join(os.environ['AMB_OUTPUT_DIR'], f))\n")
+
+
+def responder(delay: float):
+    def answer(body: dict, api: str) -> dict:
+        tool_turns = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+        call = ({"name": "execute_code", "arguments": {"language": "python", "code": CELL}} if tool_turns == 0
+                else {"name": "submit_results", "arguments": {}})
+        return {"tool_calls": [call], "usage": {"input": 500, "output": 50}, "delay": delay}
+    return answer
+
+
+def session(root: Path, workers: int, runs: int, env: dict) -> float:
+    args = [sys.executable, "-m", "pytest", "suite", "-q", "-p", "no:cacheprovider", "--amb-model=openai:bench-model",
+            f"--amb-repeats={runs}", f"--amb-runs-dir={root / 'runs'}", f"--amb-report-dir={root / 'reports'}"]
+    if workers > 1:
+        args += ["-n", str(workers)]
+    started = time.perf_counter()
+    proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"-n {workers}: pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
+    return elapsed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=16)
+    ap.add_argument("--delay", type=float, default=1.0)
+    ap.add_argument("--workers", default="1,2,4,8")
+    args = ap.parse_args()
+    figures: dict = {"runs": args.runs, "delay_s": args.delay, "sessions": {}}
+    with tempfile.TemporaryDirectory() as tmp, MockLLMServer([], responder=responder(args.delay)) as server:
+        root = Path(tmp)
+        shutil.copytree(TINY, root / "suite")
+        env = {**os.environ, "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "bench",
+               "AMB_DATA_DIR": str(root / "data"),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(root / "suite"), os.environ.get("PYTHONPATH")]))}
+        session(root, 1, 1, env)  # prepare the data once, outside the timings
+        print(f"{args.runs} runs, LLM reply delay {args.delay:.2f} s (two replies per run)")
+        base = None
+        for n in (int(w) for w in args.workers.split(",")):
+            wall = session(root, n, args.runs, env)
+            base = base or wall
+            show(f"-n {n}: wall", wall)
+            show(f"-n {n}: speed-up against -n 1" + (" (target >= 6 at -n 8)" if n == 8 else ""), base / wall, "x")
+            figures["sessions"][str(n)] = {"wall_s": wall, "speedup": base / wall}
+    print(f"record: {record('concurrency', figures)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
