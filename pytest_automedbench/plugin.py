@@ -5,12 +5,15 @@ The work itself lives in runner.py (one run), agents/, sandbox/, metrics/, judge
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
 from . import hooks
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
+from .agents.accounting import LLM_KINDS, llm_options, load_prices, make_cost_fn, unpriced_message
+from .agents.pricing import PriceFileError
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
 from .reporting.controller import ResultsCollector
 from .runner import RunSettings, execute
@@ -37,6 +40,8 @@ OPTIONS = [
     ("time-limit", "amb_time_limit", None, float, "wall-clock seconds per run (overrides the task's)"),
     ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
     ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
+    ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
+    ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
 ]
 
 
@@ -74,6 +79,11 @@ def settings_from(config) -> RunSettings:
     runs_dir = Path(_option(config, "amb_runs_dir", str))
     report_dir = Path(_option(config, "amb_report_dir", str))
     data_dir = _option(config, "amb_data_dir", str)
+    prices_file = _option(config, "amb_prices", str)
+    try:
+        prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
+    except PriceFileError as e:
+        raise pytest.UsageError(f"--amb-prices: {e}") from None
     return RunSettings(
         model=_option(config, "amb_model", str),
         runs_dir=runs_dir if runs_dir.is_absolute() else rootdir / runs_dir,
@@ -87,6 +97,8 @@ def settings_from(config) -> RunSettings:
             "tier": tier, "repeats": repeats,
             "report_dir": report_dir if report_dir.is_absolute() else rootdir / report_dir,
             "data_dir": Path(data_dir).expanduser() if data_dir else default_data_dir(),
+            "prices": prices, "cost_fn": make_cost_fn(prices),
+            "agent_options": llm_options(_option(config, "amb_retry_delay", float)),
         },
     )
 
@@ -98,10 +110,27 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{tier}: automedbench {tier} tier runs")
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
     config.stash[SETTINGS_KEY] = settings_from(config)
+    _check_model_price(config.stash[SETTINGS_KEY])
+    config.pluginmanager.import_plugin("pytest_automedbench.testing.fixtures")  # the mock_llm fixture
     config.stash[SEEN_IDS_KEY] = {}
     config.stash[SPEC_ERRORS_KEY] = set()
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) aggregates
         config.pluginmanager.register(ResultsCollector(config, config.stash[SETTINGS_KEY]), "amb-results")
+
+
+def _check_model_price(s: RunSettings) -> None:
+    """A built-in LLM agent's model must have a price for --amb-max-cost; else warn (cost unknown)."""
+    if s.model.partition(":")[0] not in LLM_KINDS:
+        return
+    try:
+        model_id = make_agent(s.model).model_id
+    except AgentError as e:
+        raise pytest.UsageError(f"--amb-model: {e}") from None
+    message = unpriced_message(model_id, s.extra["prices"])
+    if message and s.max_cost_usd is not None:
+        raise pytest.UsageError(f"--amb-max-cost: model {model_id!r} has no price, so its cost cannot be "
+                                "capped; give one with --amb-prices=FILE")
+    s.extra["price_warning"] = message
 
 
 def pytest_report_header(config):
@@ -112,6 +141,8 @@ def pytest_report_header(config):
              f"automedbench: runs -> {s.runs_dir}  reports -> {s.extra['report_dir']}  data -> {s.extra['data_dir']}"]
     if isolation == "none":
         lines.append("automedbench: WARNING: the agent's code runs WITHOUT isolation (plain subprocess)")
+    if s.extra.get("price_warning"):
+        lines.append(f"automedbench: WARNING: {s.extra['price_warning'].removeprefix('automedbench: ')}")
     return lines
 
 
@@ -180,6 +211,14 @@ class TaskItem(pytest.Item):
 
     # The run happens in setup so that harness faults are ERRORs and agent shortfalls FAILs.
     def setup(self):
+        try:
+            self._run()
+            return
+        except (AgentError, SandboxError, StepFileError, TaskSpecError) as e:
+            message = str(e)
+        pytest.fail(message, pytrace=False)  # an ERROR (it is in setup) showing the message only
+
+    def _run(self):
         settings = self.config.stash[SETTINGS_KEY]
         try:
             data = ensure_prepared(self.task, settings.extra["data_dir"])
@@ -188,9 +227,16 @@ class TaskItem(pytest.Item):
         hook = self.config.hook
         try:
             agent = make_agent(settings.model, self.task,
-                               plugin_hook=lambda **kw: hook.pytest_amb_make_agent(config=self.config, **kw))
+                               plugin_hook=lambda **kw: hook.pytest_amb_make_agent(config=self.config, **kw),
+                               **settings.extra["agent_options"])
         except AgentUnavailable as e:
             pytest.skip(str(e))
+        unpriced = unpriced_message(agent.model_id, settings.extra["prices"])
+        if unpriced and settings.max_cost_usd is not None:
+            raise AgentError(f"--amb-max-cost: model {agent.model_id!r} has no price, so its cost cannot be "
+                             "capped; give one with --amb-prices=FILE")
+        if unpriced:
+            warnings.warn(pytest.PytestWarning(unpriced))
 
         def make_sandbox(cfg):
             custom = hook.pytest_amb_make_sandbox(name=settings.sandbox, sandbox_config=cfg, config=self.config)

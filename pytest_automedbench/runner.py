@@ -132,9 +132,16 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
                            cell_timeout_s=limits.cell_timeout_s)
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     sandbox = make_sandbox(config)
-    with sandbox:
-        record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
-                           cost_fn=settings.extra.get("cost_fn")).run(brief)
+    error: Exception | None = None
+    try:
+        with sandbox:
+            record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
+                               cost_fn=settings.extra.get("cost_fn")).run(brief)
+    except Exception as exc:  # an infrastructure fault: keep the partial run (tokens spent) on disk
+        record = getattr(exc, "record", None)
+        if not isinstance(record, RunRecord):
+            raise
+        error = exc
     scores = score_run(task, tier, record, workspace, data)
     result = {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -151,7 +158,11 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             "task_file": str(task.path),
         },
     }
+    if error is not None:  # marked errored; the test ends as an ERROR with the fault's message
+        result.update(failure_mode="agent_error", errored=True, error=str(error))
     write_run_files(run_dir, result, record)
+    if error is not None:
+        raise error
     return result
 
 
