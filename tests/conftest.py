@@ -8,7 +8,9 @@ import pytest
 
 # pytester's in-process runs drop modules first imported during a run; re-importing torch in the
 # same process crashes it, so the heavy libraries are imported once here, before any run.
+import anthropic  # noqa: F401  (the SDKs are slow to import)
 import monai.metrics  # noqa: F401
+import openai  # noqa: F401
 import nibabel  # noqa: F401
 import pandas  # noqa: F401
 import torch  # noqa: F401
