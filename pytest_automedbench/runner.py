@@ -150,6 +150,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         "error_codes": [], "violations": record.violations,
         "turns": record.turns, "wall_time_s": record.wall_time_s, "ended_by": record.ended_by,
         "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
+        "api_faults": record.api_faults,
         "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
         "started_at": started_at,
         "provenance": {

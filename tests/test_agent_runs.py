@@ -106,6 +106,8 @@ def test_transient_faults_are_retried_and_counted(tiny_suite, pytester, mock_llm
     run = the_run(pytester)
     assert run["retries"] == 3 and run["api_calls"] == len(entries) + 3 and run["turns"] == len(entries)
     assert run["failure_mode"] is None
+    assert [f["turn"] for f in run["api_faults"]] == [1, 1, 3]
+    assert run["api_faults"][0]["fault"].startswith("HTTP 429") and "rate limited" in run["api_faults"][0]["fault"]
 
 
 def test_invalid_json_tool_arguments_are_answered_and_the_run_goes_on(tiny_suite, pytester, mock_llm):

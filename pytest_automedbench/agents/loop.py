@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ..sandbox.base import ExecResult, Sandbox
 from ..sandbox.base import SandboxError
 from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, AgentError, Message, Reply, ToolCall, Usage
-from .retry import LLMAPIError
+from .retry import LLMAPIError, RetryPolicy
 
 SYSTEM_PROMPT = (
     "You are an autonomous medical-AI research agent working in a sandbox. Work through the task "
@@ -74,6 +74,7 @@ class RunRecord:
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     retries: int = 0
+    api_faults: list[dict[str, Any]] = field(default_factory=list)  # each retried fault: turn, fault, delay
     cost_usd: float | None = None
     violations: list[dict[str, Any]] = field(default_factory=list)
     disqualified: bool = False
@@ -127,6 +128,17 @@ class AgentLoop:
         record = RunRecord(conversation=[{"role": "system", "content": SYSTEM_PROMPT},
                                          {"role": "user", "content": brief}])
         started = self.clock()
+        policy = getattr(self.agent, "retry", None)
+        if isinstance(policy, RetryPolicy):  # log this run's retried faults (restored below)
+            outer = policy.on_retry
+
+            def log_fault(fault, attempt, wait):
+                record.api_faults.append({"turn": record.turns + 1, "attempt": attempt,
+                                          "fault": fault.describe(), "delay_s": round(wait, 3)})
+                if outer is not None:
+                    outer(fault, attempt, wait)
+
+            policy.on_retry = log_fault
         try:
             if self.agent.drives_itself:
                 self.agent.run(RunContext(self.sandbox, brief, self.limits, record, self.output_dir, started))
@@ -137,6 +149,8 @@ class AgentLoop:
             raise
         finally:
             record.wall_time_s = round(self.clock() - started, 3)
+            if isinstance(policy, RetryPolicy):
+                policy.on_retry = outer
         return record
 
     # -- the conversation ------------------------------------------------------------------
