@@ -12,7 +12,8 @@ import pytest
 
 from . import hooks
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
-from .agents.accounting import LLM_KINDS, llm_options, load_prices, make_cost_fn, unpriced_message
+from .agents.accounting import (LLM_KINDS, UnpricedModelError, llm_options, load_prices, make_cost_fn,
+                                unpriced_message)
 from .agents.pricing import PriceFileError
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
 from .reporting.controller import ResultsCollector
@@ -123,14 +124,11 @@ def _check_model_price(s: RunSettings) -> None:
     if s.model.partition(":")[0] not in LLM_KINDS:
         return
     try:
-        model_id = make_agent(s.model).model_id
+        s.extra["price_warning"] = unpriced_message(make_agent(s.model).model_id, s.extra["prices"], s.max_cost_usd)
+    except UnpricedModelError as e:
+        raise pytest.UsageError(str(e)) from None
     except AgentError as e:
         raise pytest.UsageError(f"--amb-model: {e}") from None
-    message = unpriced_message(model_id, s.extra["prices"])
-    if message and s.max_cost_usd is not None:
-        raise pytest.UsageError(f"--amb-max-cost: model {model_id!r} has no price, so its cost cannot be "
-                                "capped; give one with --amb-prices=FILE")
-    s.extra["price_warning"] = message
 
 
 def pytest_report_header(config):
@@ -231,10 +229,7 @@ class TaskItem(pytest.Item):
                                **settings.extra["agent_options"])
         except AgentUnavailable as e:
             pytest.skip(str(e))
-        unpriced = unpriced_message(agent.model_id, settings.extra["prices"])
-        if unpriced and settings.max_cost_usd is not None:
-            raise AgentError(f"--amb-max-cost: model {agent.model_id!r} has no price, so its cost cannot be "
-                             "capped; give one with --amb-prices=FILE")
+        unpriced = unpriced_message(agent.model_id, settings.extra["prices"], settings.max_cost_usd)
         if unpriced:
             warnings.warn(pytest.PytestWarning(unpriced))
 

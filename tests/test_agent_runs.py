@@ -255,6 +255,9 @@ def test_third_party_agent_from_a_conftest_plugin(tiny_suite, pytester):
     run = the_run(pytester)
     assert run["provenance"]["model_id"] == "my-threshold-1" and run["task_metrics"]["value"] > 0.95
     assert run["tokens"]["input"] == 20 and run["cost_usd"] == pytest.approx((20 * 1.0 + 10 * 2.0) / 1e6)
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=mine:fast", "--amb-max-cost=1")
+    r.assert_outcomes(errors=1)  # a plugin agent's model is known only at run time: an ERROR, not a guess
+    r.stdout.fnmatch_lines(["*--amb-max-cost: model 'my-threshold-1' has no price*"])
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=theirs:x")
     r.assert_outcomes(errors=1)
     r.stdout.fnmatch_lines(["*unknown agent 'theirs:x'*pytest_amb_make_agent*"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .base import Usage
+from .base import AgentError, Usage
 from .pricing import Price, load_prices, price_for
 from .pricing import cost_usd as _cost_usd
 from .retry import RetryPolicy
@@ -35,10 +35,20 @@ def make_cost_fn(prices: Mapping[str, Price]) -> CostFn:
     return cost_fn
 
 
-def unpriced_message(model_id: str | None, prices: Mapping[str, Price]) -> str | None:
-    """The warning for a model with no price, or None when it has one (or no model at all)."""
+class UnpricedModelError(AgentError):
+    """--amb-max-cost was given for a model without a price (its cost cannot be capped)."""
+
+
+def unpriced_message(model_id: str | None, prices: Mapping[str, Price], max_cost: float | None = None) -> str | None:
+    """The warning for a model with no price, or None when it has one (or no model at all).
+
+    Raises `UnpricedModelError` instead when a cost cap (``max_cost``) is set.
+    """
     if model_id is None or price_for(model_id, prices) is not None:
         return None
+    if max_cost is not None:
+        raise UnpricedModelError(f"--amb-max-cost: model {model_id!r} has no price, so its cost cannot be "
+                                 "capped; give one with --amb-prices=FILE")
     return (f"automedbench: no price for model {model_id!r}: cost_usd will be null (unknown); "
             f"add it with --amb-prices=FILE (see docs/agents.md)")
 
@@ -50,4 +60,4 @@ def llm_options(retry_base_delay: float | None) -> dict[str, Any]:
     return {"retry": RetryPolicy(base_delay=retry_base_delay)}
 
 
-__all__ = ["LLM_KINDS", "CostFn", "llm_options", "load_prices", "make_cost_fn", "unpriced_message"]
+__all__ = ["LLM_KINDS", "CostFn", "UnpricedModelError", "llm_options", "load_prices", "make_cost_fn", "unpriced_message"]
