@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__, scoring
-from .agents import Agent
+from .agents import Agent, AgentError
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
 from .judge import judge
@@ -160,7 +160,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         },
     }
     if error is not None:  # marked errored; the test ends as an ERROR with the fault's message
-        result.update(failure_mode="agent_error", errored=True, error=str(error))
+        result.update(failure_mode="agent_error" if isinstance(error, AgentError) else "sandbox_error",
+                      errored=True, error=str(error))
     write_run_files(run_dir, result, record)
     if error is not None:
         raise error
