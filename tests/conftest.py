@@ -15,6 +15,22 @@ import nibabel  # noqa: F401
 import pandas  # noqa: F401
 import torch  # noqa: F401
 
+
+def _warm_up_sdks() -> None:
+    """Import the SDKs' lazily loaded HTTP stack (httpcore2, h11, resources) before any pytester run:
+    a copy re-imported after a run drops it breaks the SDKs' exception mapping (RemoteProtocolError
+    escapes instead of APIConnectionError)."""
+    from pytest_automedbench.testing import MockLLMServer
+
+    with MockLLMServer([{"text": "warm"}, {"text": "warm"}]) as server:
+        openai.OpenAI(api_key="x", base_url=server.openai_base_url, max_retries=0).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}])
+        anthropic.Anthropic(api_key="x", base_url=server.anthropic_base_url, max_retries=0).messages.create(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+
+
+_warm_up_sdks()
+
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
 
