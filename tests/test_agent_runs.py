@@ -189,13 +189,16 @@ def test_bad_price_file_is_a_usage_error_naming_file_and_field(tiny_suite, pytes
     r.stderr.fnmatch_lines(["*--amb-prices: prices.yaml: models.mock-gpt.input: expected a non-negative number*"])
 
 
-def command_model(*extra: str) -> str:
+def command_model(*extra: str, before: str = "") -> str:
     agent = FIXTURES / "agents" / "threshold_agent.py"
-    return "--amb-model=command:" + " ".join([shlex.quote(sys.executable), shlex.quote(str(agent)), *extra])
+    return "--amb-model=command:" + before + " ".join([shlex.quote(sys.executable), shlex.quote(str(agent)), *extra])
 
 
 def test_command_agent_runs_inside_the_sandbox_to_a_scored_submission(tiny_suite, pytester):
-    r = pytester.runpytest("suite", "-p", "no:cacheprovider", command_model())
+    (tiny_suite / "conftest.py").write_text(
+        "def pytest_amb_make_sandbox(name, sandbox_config, config):\n"
+        "    sandbox_config.env['MY_AGENT_KEY'] = 'k-123'\n")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", command_model(before='echo "key=$MY_AGENT_KEY" && '))
     r.assert_outcomes(passed=1)
     run = the_run(pytester)
     assert run["submitted"] is True and run["failure_mode"] is None and run["completion_rate"] == 1.0
@@ -204,6 +207,7 @@ def test_command_agent_runs_inside_the_sandbox_to_a_scored_submission(tiny_suite
     assert [e["tool"] for e in trace] == ["execute_code", "submit_results"]
     assert "[agent] read the brief" in trace[0]["stdout"] and "wrote 3 outputs" in trace[0]["stdout"]
     assert trace[0]["exit_code"] == 0 and "TASK.md" in trace[0]["code"]
+    assert "key=k-123" in trace[0]["stdout"] and "k-123" not in trace[0]["code"]  # env from a conftest hook
 
 
 def test_command_agent_that_fails_has_not_submitted(tiny_suite, pytester):
