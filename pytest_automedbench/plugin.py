@@ -5,12 +5,16 @@ The work itself lives in runner.py (one run), agents/, sandbox/, metrics/, judge
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
 from . import hooks, rexmle
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
+from .agents.accounting import (LLM_KINDS, UnpricedModelError, llm_options, load_prices, make_cost_fn,
+                                unpriced_message)
+from .agents.pricing import PriceFileError
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
 from .metrics import MetricUnavailable
 from .reporting.controller import ResultsCollector
@@ -44,6 +48,8 @@ OPTIONS = [
     ("compare", "amb_compare", None, str, "compare with baseline NAME or a baseline file PATH"),
     ("compare-fail", "amb_compare_fail", None, str,
      "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
+    ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
+    ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
 ]
 
 
@@ -84,6 +90,11 @@ def settings_from(config) -> RunSettings:
     runs_dir = Path(_option(config, "amb_runs_dir", str))
     report_dir = Path(_option(config, "amb_report_dir", str))
     data_dir = _option(config, "amb_data_dir", str)
+    prices_file = _option(config, "amb_prices", str)
+    try:
+        prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
+    except PriceFileError as e:
+        raise pytest.UsageError(f"--amb-prices: {e}") from None
     return RunSettings(
         model=_option(config, "amb_model", str),
         runs_dir=runs_dir if runs_dir.is_absolute() else rootdir / runs_dir,
@@ -101,6 +112,8 @@ def settings_from(config) -> RunSettings:
             "save": _option(config, "amb_save", str), "compare": _option(config, "amb_compare", str),
             "compare_fail": _option(config, "amb_compare_fail", str),
             "resume": bool(config.getoption("amb_resume") or config.getini("amb_resume")),
+            "prices": prices, "cost_fn": make_cost_fn(prices),
+            "agent_options": llm_options(_option(config, "amb_retry_delay", float)),
         },
     )
 
@@ -112,10 +125,24 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{tier}: automedbench {tier} tier runs")
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
     config.stash[SETTINGS_KEY] = settings_from(config)
+    _check_model_price(config.stash[SETTINGS_KEY])
+    config.pluginmanager.import_plugin("pytest_automedbench.testing.fixtures")  # the mock_llm fixture
     config.stash[SEEN_IDS_KEY] = {}
     config.stash[SPEC_ERRORS_KEY] = set()
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) aggregates
         config.pluginmanager.register(ResultsCollector(config, config.stash[SETTINGS_KEY]), "amb-results")
+
+
+def _check_model_price(s: RunSettings) -> None:
+    """A built-in LLM agent's model must have a price for --amb-max-cost; else warn (cost unknown)."""
+    if s.model.partition(":")[0] not in LLM_KINDS:
+        return
+    try:
+        s.extra["price_warning"] = unpriced_message(make_agent(s.model).model_id, s.extra["prices"], s.max_cost_usd)
+    except UnpricedModelError as e:
+        raise pytest.UsageError(str(e)) from None
+    except AgentError as e:
+        raise pytest.UsageError(f"--amb-model: {e}") from None
 
 
 def pytest_report_header(config):
@@ -126,6 +153,8 @@ def pytest_report_header(config):
              f"automedbench: runs -> {s.runs_dir}  reports -> {s.extra['report_dir']}  data -> {s.extra['data_dir']}"]
     if isolation == "none":
         lines.append("automedbench: WARNING: the agent's code runs WITHOUT isolation (plain subprocess)")
+    if s.extra.get("price_warning"):
+        lines.append(f"automedbench: WARNING: {s.extra['price_warning'].removeprefix('automedbench: ')}")
     return lines
 
 
@@ -196,18 +225,26 @@ class TaskItem(pytest.Item):
 
     # The run happens in setup so that harness faults are ERRORs and agent shortfalls FAILs.
     def setup(self):
+        try:
+            self._run_or_reuse()
+            return
+        except (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable) as e:
+            message = str(e)
+        pytest.fail(message, pytrace=False)  # an ERROR (it is in setup) showing the message only
+
+    def _run_or_reuse(self):
         settings = self.config.stash[SETTINGS_KEY]
         self.result = reuse_finished_run(self.task, self.tier, self.repeat, settings)
         if self.result is not None:
             self.user_properties.append(("amb_reused", True))
         else:
-            self._run(settings)
+            self._execute(settings)
         result_path = Path(settings.runs_dir) / self.result["run_id"] / "result.json"
         for key, value in properties(self.result, result_path).items():
             self.user_properties.append((key, value))
         self.config.hook.pytest_amb_run_finished(result=self.result, config=self.config)
 
-    def _run(self, settings):
+    def _execute(self, settings):
         try:
             data = ensure_prepared(self.task, settings.extra["data_dir"])
         except DataNotPrepared as e:
@@ -215,9 +252,13 @@ class TaskItem(pytest.Item):
         hook = self.config.hook
         try:
             agent = make_agent(settings.model, self.task,
-                               plugin_hook=lambda **kw: hook.pytest_amb_make_agent(config=self.config, **kw))
+                               plugin_hook=lambda **kw: hook.pytest_amb_make_agent(config=self.config, **kw),
+                               **settings.extra["agent_options"])
         except AgentUnavailable as e:
             pytest.skip(str(e))
+        unpriced = unpriced_message(agent.model_id, settings.extra["prices"], settings.max_cost_usd)
+        if unpriced:
+            warnings.warn(pytest.PytestWarning(unpriced))
 
         def make_sandbox(cfg):
             custom = hook.pytest_amb_make_sandbox(name=settings.sandbox, sandbox_config=cfg, config=self.config)

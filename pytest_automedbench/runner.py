@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__, rexmle, scoring
-from .agents import Agent
+from .agents import Agent, AgentError
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
 from .errors import RunFacts, detect
@@ -145,9 +145,16 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     llm_judge = judge_for(settings.extra.get("judge"), Path(settings.runs_dir) / ".judge-cache",
                           settings.extra.get("cost_fn"))
     sandbox = make_sandbox(config)
-    with sandbox:
-        record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
-                           cost_fn=settings.extra.get("cost_fn")).run(brief)
+    error: Exception | None = None
+    try:
+        with sandbox:
+            record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
+                               cost_fn=settings.extra.get("cost_fn")).run(brief)
+    except Exception as exc:  # an infrastructure fault: keep the partial run (tokens spent) on disk
+        record = getattr(exc, "record", None)
+        if not isinstance(record, RunRecord):
+            raise
+        error = exc
     scores = score_run(task, tier, record, workspace, data, llm_judge)
     result = {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -156,6 +163,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         "violations": record.violations,
         "turns": record.turns, "wall_time_s": record.wall_time_s, "ended_by": record.ended_by,
         "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
+        "api_faults": record.api_faults,
         "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
         "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
         "provenance": {
@@ -164,7 +172,12 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             "task_file": str(task.path),
         },
     }
+    if error is not None:  # marked errored; the test ends as an ERROR with the fault's message
+        result.update(failure_mode="agent_error" if isinstance(error, AgentError) else "sandbox_error",
+                      errored=True, error=str(error))
     write_run_files(run_dir, result, record)
+    if error is not None:
+        raise error
     return result
 
 

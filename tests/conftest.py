@@ -8,7 +8,9 @@ import pytest
 
 # pytester's in-process runs drop modules first imported during a run; re-importing torch in the
 # same process crashes it, so the heavy libraries are imported once here, before any run.
+import anthropic  # noqa: F401  (the SDKs are slow to import)
 import monai.metrics  # noqa: F401
+import openai  # noqa: F401
 import nibabel  # noqa: F401
 import pandas  # noqa: F401
 import PIL.Image  # noqa: F401  (the heuristic judge reads plan.png)
@@ -24,6 +26,22 @@ import scipy.ndimage  # noqa: F401
 import skimage.filters, skimage.measure, skimage.morphology, skimage.segmentation  # noqa: F401,E401
 import skimage.metrics  # noqa: F401
 import skimage.transform  # noqa: F401
+
+
+def _warm_up_sdks() -> None:
+    """Import the SDKs' lazily loaded HTTP stack (httpcore2, h11, resources) before any pytester run:
+    a copy re-imported after a run drops it breaks the SDKs' exception mapping (RemoteProtocolError
+    escapes instead of APIConnectionError)."""
+    from pytest_automedbench.testing import MockLLMServer
+
+    with MockLLMServer([{"text": "warm"}, {"text": "warm"}]) as server:
+        openai.OpenAI(api_key="x", base_url=server.openai_base_url, max_retries=0).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}])
+        anthropic.Anthropic(api_key="x", base_url=server.anthropic_base_url, max_retries=0).messages.create(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+
+
+_warm_up_sdks()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]

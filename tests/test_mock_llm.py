@@ -270,3 +270,15 @@ def test_cli_rejects_a_bad_script(tmp_path: Path):
         capture_output=True, text=True, timeout=30, cwd=Path(__file__).resolve().parents[1])
     assert res.returncode == 2
     assert "script.yaml: entry 0: unknown field(s) nonsense" in res.stderr
+
+
+def test_mock_llm_fixture_points_both_sdks_at_the_server(mock_llm):
+    """The plugin registers `mock_llm`: a running server, with the SDKs' variables pointing at it."""
+    mock_llm.add({"text": "from openai"}, {"text": "from anthropic"})
+    reply = openai.OpenAI(max_retries=0, timeout=5).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}])
+    assert reply.choices[0].message.content == "from openai"
+    msg = anthropic.Anthropic(max_retries=0, timeout=5).messages.create(
+        model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    assert msg.content[0].text == "from anthropic"
+    assert [r["api"] for r in mock_llm.requests] == ["openai", "anthropic"]

@@ -23,5 +23,5 @@ def make_vendor_agent(kind: str, arg: str, **options) -> Agent:
             raise AgentError("command: needs a shell command, e.g. --amb-model='command:python my_agent.py'")
         from .command import CommandAgent
 
-        return CommandAgent(arg)
+        return CommandAgent(arg)  # runs inside the sandbox: no LLM options apply
     raise AgentError(f"unknown agent kind {kind!r}")

@@ -3,7 +3,10 @@
 The loop owns everything between "here is the brief" and "the run has ended": it asks the agent
 for a turn, runs each tool call in the sandbox, feeds back the tail of the output, and stops on
 submit_results, on a reply without a tool call, or on a limit (recorded in `RunRecord.limit_hit`,
-never raised). Only infrastructure faults (`AgentError`, `SandboxError`) propagate.
+never raised). Only infrastructure faults (`AgentError`, `SandboxError`) propagate; they carry the
+partial record as ``exc.record`` (tokens spent so far included) so the runner can still write it.
+An API refusal because the conversation outgrew the model's context window is the agent's own
+doing, not infrastructure: it ends the run as the outcome ``context_length``.
 """
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..sandbox.base import ExecResult, Sandbox
-from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, Message, Reply, ToolCall, Usage
+from ..sandbox.base import SandboxError
+from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, AgentError, Message, Reply, ToolCall, Usage
+from .retry import LLMAPIError, RetryPolicy
 
 SYSTEM_PROMPT = (
     "You are an autonomous medical-AI research agent working in a sandbox. Work through the task "
@@ -64,11 +69,12 @@ class RunRecord:
     turns: int = 0
     submitted: bool = False
     ended_by: str = "not_started"  # submit | no_tool_call | limit
-    limit_hit: str | None = None  # max_turns | time_limit | max_tokens | max_cost
+    limit_hit: str | None = None  # max_turns | time_limit | max_tokens | max_cost | context_length
     wall_time_s: float = 0.0
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     retries: int = 0
+    api_faults: list[dict[str, Any]] = field(default_factory=list)  # each retried fault: turn, fault, delay
     cost_usd: float | None = None
     violations: list[dict[str, Any]] = field(default_factory=list)
     disqualified: bool = False
@@ -122,13 +128,29 @@ class AgentLoop:
         record = RunRecord(conversation=[{"role": "system", "content": SYSTEM_PROMPT},
                                          {"role": "user", "content": brief}])
         started = self.clock()
+        policy = getattr(self.agent, "retry", None)
+        if isinstance(policy, RetryPolicy):  # log this run's retried faults (restored below)
+            outer = policy.on_retry
+
+            def log_fault(fault, attempt, wait):
+                record.api_faults.append({"turn": record.turns + 1, "attempt": attempt,
+                                          "fault": fault.describe(), "delay_s": round(wait, 3)})
+                if outer is not None:
+                    outer(fault, attempt, wait)
+
+            policy.on_retry = log_fault
         try:
             if self.agent.drives_itself:
                 self.agent.run(RunContext(self.sandbox, brief, self.limits, record, self.output_dir, started))
             else:
                 self._converse(record, started)
+        except (AgentError, SandboxError) as exc:
+            exc.record = record  # the runner writes the partial run before reporting the error
+            raise
         finally:
             record.wall_time_s = round(self.clock() - started, 3)
+            if isinstance(policy, RetryPolicy):
+                policy.on_retry = outer
         return record
 
     # -- the conversation ------------------------------------------------------------------
@@ -139,7 +161,13 @@ class AgentLoop:
                 return self._stop(record, "max_turns")
             if self.clock() - started >= lim.time_limit_s:
                 return self._stop(record, "time_limit")
-            reply = self.agent.respond(record.conversation, TOOLS)
+            try:
+                reply = self.agent.respond(record.conversation, TOOLS)
+            except LLMAPIError as exc:
+                self._account_failed(record, exc)
+                if exc.kind == "context_length":
+                    return self._stop(record, "context_length")
+                raise
             self._account(record, reply)
             record.conversation.append(reply.as_message())
             if not reply.tool_calls:
@@ -190,6 +218,15 @@ class AgentLoop:
         record.usage += reply.usage
         record.api_calls += reply.api_calls
         record.retries += reply.retries
+        if self.cost_fn is not None:
+            record.cost_usd = self.cost_fn(self.agent.model_id, record.usage)
+
+    def _account_failed(self, record: RunRecord, exc: LLMAPIError) -> None:
+        """Count what a failed turn spent before it failed (tokens of earlier continuations)."""
+        if exc.usage is not None:
+            record.usage += exc.usage
+        record.api_calls += exc.api_calls
+        record.retries += exc.retries
         if self.cost_fn is not None:
             record.cost_usd = self.cost_fn(self.agent.model_id, record.usage)
 
