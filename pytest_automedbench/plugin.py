@@ -14,7 +14,8 @@ from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .data import DataNotPrepared, default_data_dir, ensure_prepared
 from .reporting.controller import ResultsCollector
 from .runner import RunSettings, execute
-from .sandbox import SandboxError, sandbox_class
+from .sandbox.options import SANDBOX_OPTIONS, sandbox_settings
+from .sandbox import SandboxError, isolation_of, sandbox_class
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
 
@@ -37,6 +38,7 @@ OPTIONS = [
     ("time-limit", "amb_time_limit", None, float, "wall-clock seconds per run (overrides the task's)"),
     ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
     ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
+    *SANDBOX_OPTIONS,
 ]
 
 
@@ -87,6 +89,7 @@ def settings_from(config) -> RunSettings:
             "tier": tier, "repeats": repeats,
             "report_dir": report_dir if report_dir.is_absolute() else rootdir / report_dir,
             "data_dir": Path(data_dir).expanduser() if data_dir else default_data_dir(),
+            **sandbox_settings(lambda ini, type_: _option(config, ini, type_)),
         },
     )
 
@@ -106,7 +109,7 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     s = config.stash[SETTINGS_KEY]
-    isolation = getattr(sandbox_class(s.sandbox), "isolation", "?") if s.sandbox == "local" else "?"
+    isolation = isolation_of(s.sandbox)
     lines = [f"automedbench: agent={s.model} tier={s.extra['tier']} repeats={s.extra['repeats']} "
              f"sandbox={s.sandbox} (isolation: {isolation})",
              f"automedbench: runs -> {s.runs_dir}  reports -> {s.extra['report_dir']}  data -> {s.extra['data_dir']}"]

@@ -25,6 +25,8 @@ from .data import TaskData
 from .judge import judge
 from .metrics import TrackResult, metric_module
 from .sandbox import Sandbox, SandboxConfig
+from .sandbox.guard import PolicyGuard, forbidden_paths
+from .sandbox.options import sandbox_config_kwargs
 from .tasks import LoadedTask
 from .tasks.brief import build_brief
 
@@ -129,9 +131,10 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     (workspace / "TASK.md").write_text(brief, encoding="utf-8")
     limits = limits_for(task, settings)
     config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
-                           cell_timeout_s=limits.cell_timeout_s)
+                           cell_timeout_s=limits.cell_timeout_s, forbidden=forbidden_paths(data, settings),
+                           **sandbox_config_kwargs(settings.extra))
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    sandbox = make_sandbox(config)
+    sandbox = PolicyGuard(make_sandbox(config), inference_only=spec.policy.inference_only)
     with sandbox:
         record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                            cost_fn=settings.extra.get("cost_fn")).run(brief)
