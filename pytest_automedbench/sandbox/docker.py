@@ -199,31 +199,32 @@ class DockerSandbox(Sandbox):
             raw.close()
         except OSError:
             pass
-        if stop:  # the only sure way to end every process of the cell: a fresh container
-            self._restart()
-            exit_code = None
-        else:
-            exit_code = api.exec_inspect(ex["Id"]).get("ExitCode")
-            if watch.over_disk():
-                stop = "disk_limit"
+        exit_code = None if stop else api.exec_inspect(ex["Id"]).get("ExitCode")
+        self._end_cell(force=bool(stop))
+        if stop is None and watch.over_disk():
+            stop = "disk_limit"
         return result_of(out, err, exit_code, started, stop, timeout, cfg.disk_mb)
 
-    def _restart(self) -> None:
-        try:
-            self.container.kill()
-        except Exception:
-            pass
-        try:
-            self.container.start()
-        except Exception:
-            self.cleanup_container_only()
-            self._run_container()
+    def _end_cell(self, force: bool) -> None:
+        """Kill whatever the cell left running (each cell starts clean, as on the local backend).
 
-    def cleanup_container_only(self) -> None:
+        `kill -9 -1` from inside ends every process but the container's init; where even that
+        cannot start (the pids limit is exhausted) or the cell was stopped, the container restarts.
+        """
+        if not force:
+            try:
+                self.container.exec_run(["bash", "-c", "kill -9 -1 2>/dev/null; true"], user="root")
+                return
+            except Exception:
+                pass
         try:
-            self.container.remove(force=True)
+            self.container.restart(timeout=0)
         except Exception:
-            pass
+            try:
+                self.container.remove(force=True)
+            except Exception:
+                pass
+            self._run_container()
 
 
 def _stream(raw, data: bytes, out: TailBuffer, err: TailBuffer, watch: Watchdog) -> str | None:
