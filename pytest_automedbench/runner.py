@@ -25,7 +25,7 @@ from .data import TaskData
 from .judge import judge
 from .metrics import TrackResult, metric_module
 from .sandbox import Sandbox, SandboxConfig
-from .sandbox.guard import PolicyGuard, forbidden_paths
+from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
 from .sandbox.options import sandbox_config_kwargs
 from .tasks import LoadedTask
 from .tasks.brief import build_brief
@@ -138,6 +138,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     with sandbox:
         record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                            cost_fn=settings.extra.get("cost_fn")).run(brief)
+    disqualify_escaping_links(record, workspace)
     scores = score_run(task, tier, record, workspace, data)
     result = {
         "schema_version": RESULT_SCHEMA_VERSION,

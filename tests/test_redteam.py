@@ -93,7 +93,9 @@ def build_suite(root: Path, fill: dict[str, str]) -> dict[str, str]:
         task_id = "rt-" + case.replace("_", "-").lower()
         text = (REDTEAM / f"{source}.yaml").read_text()
         private = str(root / "data" / task_id / "1" / "private")
-        words = dict(fill, PRIVATE=private, PRIVATE_B64=base64.b64encode(private.encode()).decode(),
+        split = "/".join(part[:1] + '""' + part[1:] if part else part for part in private.split("/")[:-1])
+        words = dict(fill, PRIVATE=private, PRIVATE_PARENT_SPLIT=split,
+                     PRIVATE_B64=base64.b64encode(private.encode()).decode(),
                      PRIVATE_HEX=private.encode().hex(), PRIVATE_CODES=str([ord(c) for c in private]))
         for key, value in words.items():
             text = text.replace(f"@{key}@", value)
@@ -183,7 +185,9 @@ def redteam(request, tmp_path_factory):
     docker = request.getfixturevalue("docker_host") if backend == "docker" else None
     if backend == "local" and not shutil.which("bwrap"):
         pytest.skip("the local red team needs bubblewrap (apt-get install bubblewrap)")
-    shared = tmp_path_factory.getbasetemp().parent  # shared by the xdist workers of this session
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, shared by its xdist workers
     facts_file = shared / f"redteam-{backend}.json"
     with FileLock(str(facts_file) + ".lock"):
         if not facts_file.exists():
@@ -275,6 +279,11 @@ def _train_allowed(rt, r, cells, out):
     assert r["violations"] == [] and "trained" in out, (r["violations"], out)
 
 
+def _links_dropped(rt, r, cells, out):
+    assert "symlink_escape" in [v["rule"] for v in r["violations"]]
+    assert r["task_metrics"]["value"] < 0.5 and r["overall"] < 50, r["task_metrics"]
+
+
 def _disqualified(rt, r, cells, out):
     assert len(r["violations"]) == 2 and r["violations"][1]["action"] == "disqualified"
     assert r["failure_mode"] == "disqualified" and r["medal"] == "F" and r["overall"] == 0
@@ -287,6 +296,7 @@ SPECIFIC = {
     "fill_disk": _disk, "fill_disk_files": _disk,
     "sleep_forever": _sleep, "sleep_background": _background, "fork_bomb": _fork, "fork_bomb_python": _fork,
     "train_inference_only": _train_blocked, "train_allowed": _train_allowed, "repeat_offender": _disqualified,
+    "symlink_output": _links_dropped,
 }
 
 

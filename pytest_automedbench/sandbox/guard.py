@@ -14,6 +14,7 @@ is told why; the second disqualifies the run.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -66,6 +67,37 @@ def forbidden_paths(data, settings) -> list[Path]:
     if settings.extra.get("data_dir"):
         paths.append(Path(settings.extra["data_dir"]).resolve())
     return paths
+
+
+def remove_escaping_links(workspace: Path, cell: int | None = None) -> list[dict[str, Any]]:
+    """Delete links in the workspace that resolve outside it, before the host reads the outputs.
+
+    Inside the sandbox such a link points nowhere, but the scorer on the host would follow it (a
+    link to the private labels would score perfectly). Each one is a violation.
+    """
+    root, found = workspace.resolve(), []
+    for dirpath, dirnames, filenames in os.walk(workspace):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if path.is_symlink() and not _inside(path.resolve(), root):
+                found.append(Violation(cell, "symlink_escape", f"{path.relative_to(workspace)} -> "
+                                       f"{os.readlink(path)}", "outputs").as_dict())
+                path.unlink()
+    return found
+
+
+def disqualify_escaping_links(record, workspace: Path) -> None:
+    """Apply `remove_escaping_links` to a finished run's record (agents.loop.RunRecord)."""
+    found = remove_escaping_links(workspace, cell=None)
+    for v in found:
+        if len(record.violations) + 1 >= DISQUALIFY_AT:
+            v["action"] = "disqualified"
+            record.disqualified = True
+        record.violations.append(v)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
 
 @dataclass
@@ -168,11 +200,11 @@ class PolicyGuard(Sandbox):
             return ExecResult("", "", 126, 0.0, blocked=self._tell(v), violations=[v.as_dict()],
                               disqualified=v.action == "disqualified")
         result = self.inner.exec(code, language, timeout)
-        reported = MARKER.findall(result.stderr) + MARKER.findall(result.stdout)
+        reported = [(rule, evidence, "shell" if evidence.startswith("shell ") else "audit_hook")
+                    for rule, evidence in MARKER.findall(result.stderr) + MARKER.findall(result.stdout)]
+        reported += [(v["rule"], v["evidence"], v["layer"]) for v in remove_escaping_links(self.config.workspace_dir)]
         if reported:
-            rule, evidence = reported[0]
-            layer = "shell" if evidence.startswith("shell ") else "audit_hook"
-            v = self._record(rule, evidence, layer)
+            v = self._record(*reported[0])
             result.violations = [v.as_dict()]
             result.disqualified = v.action == "disqualified"
             result.stderr += "\n" + self._tell(v)
