@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -59,6 +60,10 @@ def worker_cgroup(max_processes: int | None) -> Path | None:
     """A pids cgroup capping this sandbox's processes, or None where none can be made."""
     if not max_processes or not (_PIDS_CGROUP / "cgroup.procs").exists():
         return None
+    for stale in _PIDS_CGROUP.glob("amb-*-*"):  # left by a worker that crashed
+        owner = stale.name.split("-")[1]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            kill_cgroup(stale)
     group = _PIDS_CGROUP / f"amb-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         group.mkdir()
@@ -69,24 +74,24 @@ def worker_cgroup(max_processes: int | None) -> Path | None:
 
 
 def kill_cgroup(group: Path | None) -> None:
+    """Kill every process in `group`, then remove it (retrying while the dead are reaped)."""
     if group is None:
         return
-    for _ in range(20):
+    for _ in range(100):
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
         except OSError:
             return
-        if not pids:
-            break
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-    try:
-        group.rmdir()
-    except OSError:
-        pass
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.02)
 
 
 class LocalSandbox(Sandbox):
