@@ -67,12 +67,8 @@ def host_ip() -> str:
         return "127.0.0.1"
 
 
-def tree_hash(folder: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(str(p).encode() + p.read_bytes())
-    return h.hexdigest()
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def task_yaml(task_id: str, steps: str, inference_only: bool = True, cell_timeout_s: float = 8) -> str:
@@ -147,7 +143,7 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
     fill = {"PORT": str(listener.port), "HOST_IP": host_ip(), "PID": str(helper.pid), "RUNS_DIR": str(runs),
             "HARNESS": str(HARNESS), "HOSTMARK": str(hostmark)}
     tasks = build_suite(root, fill)
-    harness_before = tree_hash(HARNESS)
+    harness_before = file_hash(HARNESS / "plugin.py")  # the file tamper_harness attacks
     env = dict(os.environ, AMB_RT_SECRET=CANARY, OPENAI_API_KEY=CANARY, ANTHROPIC_API_KEY=CANARY,
                PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite")]))
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -164,7 +160,7 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
     facts = {"returncode": proc.returncode, "stdout": proc.stdout[-4000:], "stderr": proc.stderr[-2000:],
              "connections": listener.connections, "hostmark": hostmark.exists(),
              "escapes": [str(p) for p in ESCAPES if p.exists()],
-             "harness_changed": tree_hash(HARNESS) != harness_before,
+             "harness_changed": file_hash(HARNESS / "plugin.py") != harness_before,
              "public_images": sorted(p.name for p in public.glob("*")) if public.is_dir() else [],
              "leftover_sleepers": leftover_processes(b"sleep\x00100000"), "cases": {}}
     for case, task_id in tasks.items():

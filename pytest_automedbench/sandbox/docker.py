@@ -22,7 +22,6 @@ import socket
 import struct
 import sys
 import time
-from pathlib import Path
 
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import TailBuffer, Watchdog, result_of

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox
+from .base import AGENT_WORKSPACE, ExecResult, Sandbox
 
 GUARD_INSIDE = "/opt/amb-guard"  # where sandboxes that remap paths mount the guard folder
 DISQUALIFY_AT = 2  # violations in one run that disqualify it

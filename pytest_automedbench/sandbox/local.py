@@ -41,13 +41,6 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def tail(text: str, limit: int) -> tuple[str, bool]:
-    """The last `limit` characters of `text`, and whether anything was cut."""
-    if len(text) <= limit:
-        return text, False
-    return text[-limit:], True
-
-
 def python_dirs() -> list[str]:
     """The Python installation and every import folder outside the system dirs (mounted read-only)."""
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix}
