@@ -9,6 +9,7 @@ once with debootstrap + docker import. Both raise `Unavailable` with the reason 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,8 @@ from filelock import FileLock
 
 RUN_DIR = Path("/tmp/amb-dockerd")
 SOCKET = RUN_DIR / "docker.sock"
-DATA_ROOT = Path.home() / ".cache" / "pytest-automedbench" / "dockerd"
+# the real home, not $HOME (pytester points HOME at a test folder)
+DATA_ROOT = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "pytest-automedbench" / "dockerd"
 BASE_IMAGE = "amb-test-base:bookworm"
 
 
@@ -124,10 +126,15 @@ def base_image(host: str) -> str:
                                capture_output=True, text=True)
             if r.returncode:
                 raise Unavailable(f"debootstrap failed (no Debian mirror?): {r.stderr[-400:] or r.stdout[-400:]}")
-            archive = Path(tmp) / "rootfs.tar"
-            with tarfile.open(archive, "w") as tar:
-                tar.add(rootfs, arcname=".")
-            with open(archive, "rb") as f:
-                client.images.import_image_from_data(f.read(), repository=BASE_IMAGE.split(":")[0],
-                                                     tag=BASE_IMAGE.split(":")[1])
+            import_rootfs(client, rootfs, BASE_IMAGE)
     return BASE_IMAGE
+
+
+def import_rootfs(client, rootfs: Path, tag: str) -> None:
+    """`docker import` of a root filesystem folder as image `tag`."""
+    archive = rootfs.with_suffix(".tar")
+    with tarfile.open(archive, "w") as tar:
+        tar.add(rootfs, arcname=".")
+    repository, _, version = tag.partition(":")
+    client.api.import_image_from_file(str(archive), repository=repository, tag=version or "latest")
+    archive.unlink()
