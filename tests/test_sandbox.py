@@ -173,3 +173,47 @@ def test_crashed_workers_containers_are_reaped(docker_host):
             stale.remove(force=True)
         except docker.errors.NotFound:
             pass
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_cleanup_runs_on_ctrl_c(backend, folders, request):
+    if backend == "docker":
+        docker_host = request.getfixturevalue("docker_host")
+        sb = DockerSandbox(config(folders, extra={"docker_image": docker_host["image"]}))
+    else:
+        sb = LocalSandbox(config(folders, max_processes=50))
+    guarded = PolicyGuard(sb)
+    with pytest.raises(KeyboardInterrupt):
+        with guarded:
+            guarded.exec("sleep 300 > /dev/null 2>&1 &\necho started", "bash")
+            container = getattr(sb, "container", None)
+            raise KeyboardInterrupt
+    assert not guarded.files.host_dir.exists()
+    if backend == "docker":
+        import docker
+
+        with pytest.raises(docker.errors.NotFound):
+            docker.from_env().containers.get(container.id)
+    else:
+        assert sb._cgroup is None and sb._tmp is None
+
+
+def test_gpu_share_reaches_the_cell(tiny_suite, pytester, monkeypatch):
+    """Worker gw1 of 2 with --amb-gpus=0,1,2,3 gets GPUs 1 and 3 (checked from inside a cell)."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    steps = tiny_suite / "gpus.yaml"
+    steps.write_text("- execute_code: {language: bash, code: 'echo gpus=$CUDA_VISIBLE_DEVICES'}\n")
+    pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-gpus=0,1,2,3", f"--amb-model=script:{steps}")
+    trace = next((pytester.path / "reports" / "runs").glob("*/trace.jsonl")).read_text()
+    assert "gpus=1,3" in trace
+
+
+@pytest.mark.parametrize("code", [
+    "# the labels are private, so we only use the public images\nimport psutil; print(psutil.virtual_memory())",
+    "import os\nprint(os.path.join(os.environ['AMB_OUTPUT_DIR'], 'case_000.nii.gz'))",
+    "import torch\nwith torch.no_grad():\n    y = model(x)",
+    "head -c 64 /data/public/images/case_000.nii.gz | od -c | head -2",
+])
+def test_static_check_leaves_careful_researchers_alone(code):
+    assert static_check(code, True, ["/srv/runs", "/srv/data"]) is None

@@ -34,9 +34,9 @@ WRAPPED_COMMANDS = ("cat", "head", "tail", "less", "more", "cp", "mv", "ln", "ls
 _PATH_RULES = [
     ("forbidden_path", r"/proc/(?:self|\d+|\$\w+|\{[^}]*\}|[\"']\s*\+)[^\s\"']*?/(?:root|cwd|environ|mem)\b",
      "reads another process's root, cwd, environment or memory"),
-    ("forbidden_path", r"/proc/[\"']?\s*[+%,]|/proc/\*|\bpsutil\b|\bos\.getppid\(",
+    ("forbidden_path", r"/proc/[\"']?\s*[+%,]|/proc/\*",
      "builds /proc paths of other processes"),
-    ("forbidden_path", r"(?:^|[/\"'\s(,=])private(?:[/\"'\s)]|$)", "names the private labels"),
+    ("forbidden_path", r"/private\b|[\"']private[\"'/]|\bprivate/", "names the private labels"),
     ("path_trick", r"(?:\.\.[/\\]){2,}|[\"']\.\.[\"']|\.\./(?:private|runs|data)",
      "walks out of the sandbox folders with .."),
     ("path_trick", r"\bb(?:64|32|16|85)decode\b|\bbase64\s+(?:-d|--decode)\b|\bfromhex\b|\bunhexlify\b"
@@ -105,7 +105,7 @@ class Violation:
     cell: int | None
     rule: str
     evidence: str
-    layer: str  # static | audit_hook | shell
+    layer: str  # static | audit_hook | shell | outputs
     action: str = "blocked"  # blocked | disqualified
 
     def as_dict(self) -> dict[str, Any]:
