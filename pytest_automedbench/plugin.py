@@ -20,7 +20,8 @@ from .metrics import MetricUnavailable
 from .reporting.controller import ResultsCollector
 from .reporting.resume import reuse_finished_run
 from .runner import RunSettings, execute
-from .sandbox import SandboxError, sandbox_class
+from .sandbox.options import SANDBOX_OPTIONS, sandbox_settings
+from .sandbox import SandboxError, isolation_of, sandbox_class
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
 
@@ -50,6 +51,7 @@ OPTIONS = [
      "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
     ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
     ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
+    *SANDBOX_OPTIONS,
 ]
 
 
@@ -114,6 +116,7 @@ def settings_from(config) -> RunSettings:
             "resume": bool(config.getoption("amb_resume") or config.getini("amb_resume")),
             "prices": prices, "cost_fn": make_cost_fn(prices),
             "agent_options": llm_options(_option(config, "amb_retry_delay", float)),
+            **sandbox_settings(lambda ini, type_: _option(config, ini, type_)),
         },
     )
 
@@ -147,7 +150,7 @@ def _check_model_price(s: RunSettings) -> None:
 
 def pytest_report_header(config):
     s = config.stash[SETTINGS_KEY]
-    isolation = getattr(sandbox_class(s.sandbox), "isolation", "?") if s.sandbox == "local" else "?"
+    isolation = isolation_of(s.sandbox)
     lines = [f"automedbench: agent={s.model} tier={s.extra['tier']} repeats={s.extra['repeats']} "
              f"sandbox={s.sandbox} (isolation: {isolation})",
              f"automedbench: runs -> {s.runs_dir}  reports -> {s.extra['report_dir']}  data -> {s.extra['data_dir']}"]

@@ -27,6 +27,8 @@ from .judge import judge_for, judge_run
 from .metrics import TrackResult, metric_module, preflight
 from .reporting.resume import config_hash
 from .sandbox import Sandbox, SandboxConfig
+from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
+from .sandbox.options import sandbox_config_kwargs
 from .tasks import LoadedTask
 from .tasks.brief import build_brief
 
@@ -138,13 +140,14 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     (workspace / "TASK.md").write_text(brief, encoding="utf-8")
     limits = limits_for(task, settings)
     config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
-                           cell_timeout_s=limits.cell_timeout_s,
-                           extra={"inference_only": spec.policy.inference_only})  # the policy guard reads it
+                           cell_timeout_s=limits.cell_timeout_s, forbidden=forbidden_paths(data, settings),
+                           **sandbox_config_kwargs(settings.extra))
+    config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     # Built before the run, so a judge that cannot start (no API key) costs no agent run.
     llm_judge = judge_for(settings.extra.get("judge"), Path(settings.runs_dir) / ".judge-cache",
                           settings.extra.get("cost_fn"))
-    sandbox = make_sandbox(config)
+    sandbox = PolicyGuard(make_sandbox(config), inference_only=spec.policy.inference_only)
     error: Exception | None = None
     try:
         with sandbox:
@@ -155,6 +158,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         if not isinstance(record, RunRecord):
             raise
         error = exc
+    disqualify_escaping_links(record, workspace)
     scores = score_run(task, tier, record, workspace, data, llm_judge)
     result = {
         "schema_version": RESULT_SCHEMA_VERSION,

@@ -60,3 +60,53 @@ def tiny_suite(pytester, monkeypatch, tmp_path_factory):
 
 def read_results(pytester) -> dict:
     return json.loads((pytester.path / "reports" / "amb-results.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def docker_host():
+    """DOCKER_HOST of a running engine with the test base image; skips (saying why) where none can start."""
+    from docker_engine import Unavailable, base_image, engine, release
+
+    try:
+        host, started = engine()
+    except Unavailable as e:
+        pytest.skip(f"docker sandbox tests need a Docker engine: {e}")
+    try:
+        image = base_image(host)
+    except Unavailable as e:
+        if started:
+            release()
+        pytest.skip(f"docker sandbox tests need a base image: {e}")
+    old = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = host
+    yield {"host": host, "image": image}
+    if old is None:
+        os.environ.pop("DOCKER_HOST", None)
+    else:
+        os.environ["DOCKER_HOST"] = old
+    if started:
+        release()
+
+
+def sandbox_args(backend: str, docker: dict | None) -> list[str]:
+    """Inner-session options that select `backend` (docker: the test image plus the harness's Python)."""
+    if backend == "docker":
+        return ["--amb-sandbox=docker", f"--amb-docker-image={docker['image']}", "--amb-docker-host-python=true"]
+    return [f"--amb-sandbox={backend}"]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per backend with the red team's counts (from the cases' `redteam` properties)."""
+    counts: dict[str, dict[str, int]] = {}
+    for outcome in ("passed", "failed"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            for key, value in getattr(rep, "user_properties", []):
+                if key == "redteam" and rep.when == "call":
+                    backend, kind = value.split(":")
+                    c = counts.setdefault(backend, {"passed": 0, "failed": 0, "blocked": 0, "contained": 0})
+                    c[outcome] += 1
+                    c[kind] += 1
+    for backend, c in sorted(counts.items()):
+        terminalreporter.write_line(
+            f"red team [{backend}]: {c['passed'] + c['failed']} cases, {c['passed']} passed, {c['failed']} failed; "
+            f"{c['blocked']} blocked by the guard, {c['contained']} contained by the sandbox")

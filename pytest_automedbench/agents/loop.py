@@ -69,7 +69,7 @@ class RunRecord:
     turns: int = 0
     submitted: bool = False
     ended_by: str = "not_started"  # submit | no_tool_call | limit
-    limit_hit: str | None = None  # max_turns | time_limit | max_tokens | max_cost | context_length
+    limit_hit: str | None = None  # max_turns | time_limit | max_tokens | max_cost | context_length | disk_limit
     wall_time_s: float = 0.0
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
@@ -184,8 +184,8 @@ class AgentLoop:
                     return
                 text = self._call(record, call, started)
                 record.conversation.append(_tool_message(call, text))
-                if record.disqualified:
-                    return self._stop(record, None)
+                if record.disqualified or record.limit_hit:
+                    return self._stop(record, None if record.disqualified else record.limit_hit)
                 if self.clock() - started >= lim.time_limit_s:
                     return self._stop(record, "time_limit")
             hit = self._budget_hit(record)
@@ -211,6 +211,9 @@ class AgentLoop:
             exit_code=result.exit_code, duration_s=round(result.duration_s, 3), timed_out=result.timed_out,
             truncated=result.truncated, blocked=result.blocked, outputs_after=count_outputs(self.output_dir),
         ))
+        record.violations.extend({**v, "cell": len(record.trace) - 1} for v in result.violations)
+        record.disqualified = record.disqualified or result.disqualified
+        record.limit_hit = record.limit_hit or result.limit
         return format_tool_output(result, self.limits)
 
     def _account(self, record: RunRecord, reply: Reply) -> None:

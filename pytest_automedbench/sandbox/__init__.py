@@ -8,6 +8,7 @@ from .base import AGENT_OUTPUTS, AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sand
 
 _BACKENDS: dict[str, str] = {
     "local": "pytest_automedbench.sandbox.local:LocalSandbox",
+    "docker": "pytest_automedbench.sandbox.docker:DockerSandbox",
 }
 
 
@@ -29,5 +30,14 @@ def sandbox_class(name: str) -> type[Sandbox]:
     return getattr(importlib.import_module(module), attr)
 
 
+def isolation_of(name: str) -> str:
+    """What isolates cells of backend `name` on this machine (for the session header)."""
+    if name == "local":
+        from .local import bwrap_path
+
+        return "bubblewrap" if bwrap_path() else "none"
+    return {"docker": "docker"}.get(name, "?")
+
+
 __all__ = ["AGENT_OUTPUTS", "AGENT_PUBLIC", "AGENT_WORKSPACE", "ExecResult", "Sandbox", "SandboxConfig",
-           "SandboxError", "backend_names", "sandbox_class"]
+           "SandboxError", "backend_names", "isolation_of", "sandbox_class"]

@@ -33,6 +33,9 @@ class ExecResult:
     timed_out: bool = False
     truncated: bool = False  # output went past the size cap and only its tail was kept
     blocked: str | None = None  # set by a policy guard that refused to run the cell (the reason)
+    limit: str | None = None  # a run-ending limit the cell hit (disk_limit), recorded as failure_mode
+    violations: list[dict[str, Any]] = field(default_factory=list)  # policy violations of this cell
+    disqualified: bool = False  # this cell's violation disqualifies the run
 
 
 @dataclass
@@ -42,9 +45,14 @@ class SandboxConfig:
     network: bool = False
     cell_timeout_s: float = 600.0
     output_cap_bytes: int = 1 << 20  # bytes of stdout/stderr kept per stream (the tail)
-    memory_mb: int | None = None
-    max_processes: int | None = None
-    max_file_mb: int | None = None
+    memory_mb: int | None = 8192  # address-space limit per cell process
+    max_processes: int | None = 256  # processes and threads at once
+    max_file_mb: int | None = 2048  # largest file a cell may write
+    cpu_seconds: int | None = None  # CPU time per cell (default: twice the cell timeout)
+    disk_mb: int | None = 4096  # cap on the workspace's size; going over ends the run (disk_limit)
+    gpus: list[str] = field(default_factory=list)  # GPU ids this run may use; empty means CPU only
+    forbidden: list[Path] = field(default_factory=list)  # host paths the agent must never reach
+    guard: Any = None  # guard.GuardFiles the backend mounts and switches on (set by PolicyGuard)
     env: dict[str, str] = field(default_factory=dict)  # extra variables for every cell
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific settings
 

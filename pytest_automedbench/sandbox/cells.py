@@ -1,0 +1,137 @@
+"""What every backend does around one cell: bounded output, the timeout and the workspace disk cap.
+
+A hostile cell may print gigabytes or fill the disk; output is kept as a bounded tail while it
+streams, and a watchdog polls the clock and the workspace's size, so hitting either is a value
+(`ExecResult.timed_out`, `ExecResult.limit == "disk_limit"`), never an exception.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from .base import ExecResult
+
+DISK_POLL_S = 0.5
+
+
+class TailBuffer:
+    """Keeps the last `cap` bytes written to it."""
+
+    def __init__(self, cap: int):
+        self.cap, self.data, self.truncated = cap, bytearray(), False
+
+    def write(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > 2 * self.cap:
+            del self.data[:-self.cap]
+            self.truncated = True
+
+    def text(self) -> str:
+        if len(self.data) > self.cap:
+            del self.data[:-self.cap]
+            self.truncated = True
+        return self.data.decode(errors="replace")
+
+
+def tree_bytes(root: Path) -> int:
+    """Disk usage of a folder (allocated blocks, symlinks not followed)."""
+    total, stack = 0, [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total
+
+
+class Watchdog:
+    """Says when a running cell must be stopped: `timeout` or `disk_limit` (None: carry on)."""
+
+    def __init__(self, timeout: float, workspace: Path, disk_mb: int | None):
+        self.deadline = time.monotonic() + timeout
+        self.workspace, self.disk_cap = workspace, (disk_mb * 1024 * 1024 if disk_mb else None)
+        self._next_disk = 0.0
+
+    def over_disk(self) -> bool:
+        return self.disk_cap is not None and tree_bytes(self.workspace) > self.disk_cap
+
+    def poll(self) -> str | None:
+        now = time.monotonic()
+        if now >= self.deadline:
+            return "timeout"
+        if self.disk_cap is not None and now >= self._next_disk:
+            self._next_disk = now + DISK_POLL_S
+            if self.over_disk():
+                return "disk_limit"
+        return None
+
+
+def result_of(out: TailBuffer, err: TailBuffer, exit_code: int | None, started: float, stop: str | None,
+              timeout: float, disk_mb: int | None) -> ExecResult:
+    stderr = err.text()
+    if stop == "timeout":
+        stderr += f"\n[cell timed out after {timeout:.0f} s and was killed]"
+    elif stop == "disk_limit":
+        stderr += f"\n[the workspace went over its {disk_mb} MB disk cap; the cell was killed and the run ends]"
+    return ExecResult(out.text(), stderr, -9 if stop else (exit_code if exit_code is not None else -1),
+                      time.monotonic() - started, timed_out=stop == "timeout",
+                      truncated=out.truncated or err.truncated,
+                      limit="disk_limit" if stop == "disk_limit" else None)
+
+
+def run_process(cmd: list[str], code: str, *, env: dict[str, str], cwd: Path, timeout: float, cap: int,
+                workspace: Path, disk_mb: int | None, kill: Callable[[subprocess.Popen], None],
+                preexec: Callable[[], None] | None = None) -> ExecResult:
+    """Run `cmd` with `code` on stdin under the watchdog; `kill` ends the whole cell."""
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
+    out, err = TailBuffer(cap), TailBuffer(cap)
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
+               threading.Thread(target=_feed, args=(proc.stdin, code.encode()), daemon=True)]
+    for t in threads:
+        t.start()
+    watch, stop = Watchdog(timeout, workspace, disk_mb), None
+    try:
+        while proc.poll() is None:
+            stop = watch.poll()
+            if stop:
+                break
+            time.sleep(0.05)
+    finally:
+        kill(proc)  # also reaps anything the cell left running in the background
+    proc.wait()
+    for t in threads[:2]:
+        t.join(timeout=5)
+    if stop is None and watch.over_disk():
+        stop = "disk_limit"
+    return result_of(out, err, proc.returncode, started, stop, timeout, disk_mb)
+
+
+def _pump(stream, buf: TailBuffer) -> None:
+    try:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            buf.write(chunk)
+    except (OSError, ValueError):
+        pass
+
+
+def _feed(stream, data: bytes) -> None:
+    try:
+        stream.write(data)
+        stream.close()
+    except (OSError, ValueError):
+        pass

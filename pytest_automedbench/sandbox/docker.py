@@ -1,0 +1,256 @@
+"""The `docker` backend: one agent container per run; cells are `exec`s in it.
+
+The container: read-only root, tmpfs /tmp, no-new-privileges, every capability dropped, a pids
+limit, memory and shm limits, file-size and CPU-time ulimits, network `none` unless the task allows
+it, GPUs as device requests (`--amb-gpus`). /data/public is mounted read-only and /workspace
+read-write; nothing else of the host. Scoring never runs in it: the harness reads the outputs from
+the workspace folder on the host after the container is gone.
+
+`--amb-docker-image` picks the image (it needs python3 and bash); DOCKER_HOST picks the engine
+(the data and runs folders must then be on the engine's machine, at the same paths).
+`--amb-docker-host-python` mounts the harness's own Python installation read-only and runs cells
+with it, for images without the scientific stack (the project's tests do this).
+
+Every container carries the label `amb.sandbox` and its owner (`host:pid`); `start` removes
+containers whose owner process on this machine is gone (a worker that crashed).
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
+from .cells import TailBuffer, Watchdog, result_of
+from .guard import GUARD_INSIDE
+from .local import python_dirs
+
+LABEL = "amb.sandbox"
+_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def owner_tag() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def docker_client():
+    """A client for the engine DOCKER_HOST names (the local socket otherwise); SandboxError if none."""
+    try:
+        import docker
+    except ImportError:
+        raise SandboxError("the docker sandbox needs the docker SDK: pip install docker") from None
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as e:  # the SDK raises several kinds for "no engine"
+        where = os.environ.get("DOCKER_HOST", "the local socket")
+        raise SandboxError(f"no Docker engine answers at {where}: {e}") from None
+    return client
+
+
+def reap_stale(client) -> int:
+    """Remove sandbox containers whose owner process on this machine has died."""
+    host, removed = socket.gethostname(), 0
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        owner_host, _, pid = c.labels.get("amb.owner", "").rpartition(":")
+        if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            c.remove(force=True)
+            removed += 1
+        except Exception:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class DockerSandbox(Sandbox):
+    name = "docker"
+    isolation = "docker"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.image = config.extra.get("docker_image") or "python:3.11-slim"
+        self.host_python = bool(config.extra.get("docker_host_python"))
+        self.client = None
+        self.container = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def container_kwargs(self) -> dict:
+        """Everything `containers.run` gets (tests read it to check limits and GPU requests)."""
+        from docker.types import DeviceRequest, Ulimit
+
+        cfg = self.config
+        cpu = cfg.cpu_seconds or int(2 * cfg.cell_timeout_s) + 5
+        volumes = {str(cfg.public_dir): {"bind": AGENT_PUBLIC, "mode": "ro"},
+                   str(cfg.workspace_dir): {"bind": AGENT_WORKSPACE, "mode": "rw"}}
+        if cfg.guard is not None:
+            volumes[str(cfg.guard.host_dir)] = {"bind": GUARD_INSIDE, "mode": "ro"}
+        if self.host_python:
+            for d in python_dirs():
+                volumes[d] = {"bind": d, "mode": "ro"}
+        ulimits = [Ulimit(name="cpu", soft=cpu, hard=cpu), Ulimit(name="core", soft=0, hard=0)]
+        if cfg.max_file_mb:
+            ulimits.append(Ulimit(name="fsize", soft=cfg.max_file_mb << 20, hard=cfg.max_file_mb << 20))
+        kw = dict(
+            image=self.image, command=["sleep", "infinity"], detach=True, working_dir=AGENT_WORKSPACE,
+            labels={LABEL: "1", "amb.owner": owner_tag(), "amb.workspace": str(cfg.workspace_dir)},
+            read_only=True, tmpfs={"/tmp": "rw,exec,nosuid,size=1g"}, security_opt=["no-new-privileges"],
+            cap_drop=["ALL"], pids_limit=cfg.max_processes or 256, ulimits=ulimits, volumes=volumes,
+            network_mode="none" if not cfg.network else "bridge", hostname="amb-sandbox",
+            environment={"CUDA_VISIBLE_DEVICES": ",".join(cfg.gpus)} if cfg.gpus else {},
+        )
+        if cfg.memory_mb:
+            kw.update(mem_limit=f"{cfg.memory_mb}m", memswap_limit=f"{cfg.memory_mb}m",
+                      shm_size=f"{max(64, cfg.memory_mb // 4)}m")
+        if cfg.gpus:
+            kw["device_requests"] = [DeviceRequest(device_ids=list(cfg.gpus), capabilities=[["gpu"]])]
+        return kw
+
+    def start(self) -> None:
+        cfg = self.config
+        if not cfg.public_dir.is_dir():
+            raise SandboxError(f"public data folder missing: {cfg.public_dir}")
+        (cfg.workspace_dir / "outputs").mkdir(parents=True, exist_ok=True)
+        self.client = docker_client()
+        reap_stale(self.client)
+        self._ensure_image()
+        self._run_container()
+
+    def _ensure_image(self) -> None:
+        import docker
+
+        try:
+            self.client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            try:
+                self.client.images.pull(self.image)
+            except Exception as e:
+                raise SandboxError(f"docker image {self.image!r} is not on the engine and cannot be pulled "
+                                   f"({e}); build or load it, or pick another with --amb-docker-image") from None
+
+    def _run_container(self) -> None:
+        try:
+            self.container = self.client.containers.run(**self.container_kwargs())
+        except Exception as e:
+            raise SandboxError(f"cannot start the agent container from {self.image!r}: {e}") from None
+
+    def cleanup(self) -> None:
+        if self.container is not None:
+            try:
+                self.container.remove(force=True)
+            except Exception:
+                pass
+            self.container = None
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    # -- cells -----------------------------------------------------------------------------
+    def _environment(self) -> dict[str, str]:
+        cfg = self.config
+        base_path = (os.path.dirname(sys.executable) + ":" if self.host_python else "") + _BASE_PATH
+        env = {"PATH": base_path, "HOME": AGENT_WORKSPACE, "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1",
+               "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/mpl", "CUDA_VISIBLE_DEVICES": ",".join(cfg.gpus)}
+        if cfg.guard is not None:
+            env.update(cfg.guard.env(GUARD_INSIDE, base_path))
+        env.update(cfg.env)
+        env.update(self.agent_env())
+        return env
+
+    def _interpreter(self, language: str) -> list[str]:
+        if language == "python":
+            return [sys.executable if self.host_python else "python3", "-"]
+        if language == "bash":
+            return ["bash", "-s"]
+        raise ValueError(f"unsupported language {language!r} (python or bash)")
+
+    def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:
+        if self.container is None:
+            raise SandboxError("the docker sandbox was not started")
+        cfg = self.config
+        timeout = timeout or cfg.cell_timeout_s
+        api = self.client.api
+        started = time.monotonic()
+        try:
+            ex = api.exec_create(self.container.id, self._interpreter(language), stdin=True, stdout=True,
+                                 stderr=True, environment=self._environment(), workdir=AGENT_WORKSPACE)
+            sock = api.exec_start(ex["Id"], socket=True)
+        except Exception as e:
+            raise SandboxError(f"docker exec failed: {e}") from None
+        raw = getattr(sock, "_sock", sock)
+        out, err = TailBuffer(cfg.output_cap_bytes), TailBuffer(cfg.output_cap_bytes)
+        watch = Watchdog(timeout, cfg.workspace_dir, cfg.disk_mb)
+        stop = _stream(raw, code.encode(), out, err, watch)
+        try:
+            raw.close()
+        except OSError:
+            pass
+        exit_code = None if stop else api.exec_inspect(ex["Id"]).get("ExitCode")
+        self._end_cell(force=bool(stop))
+        if stop is None and watch.over_disk():
+            stop = "disk_limit"
+        return result_of(out, err, exit_code, started, stop, timeout, cfg.disk_mb)
+
+    def _end_cell(self, force: bool) -> None:
+        """Kill whatever the cell left running (each cell starts clean, as on the local backend).
+
+        `kill -9 -1` from inside ends every process but the container's init; where even that
+        cannot start (the pids limit is exhausted) or the cell was stopped, the container restarts.
+        """
+        if not force:
+            try:
+                self.container.exec_run(["bash", "-c", "kill -9 -1 2>/dev/null; true"], user="root")
+                return
+            except Exception:
+                pass
+        try:
+            self.container.restart(timeout=0)
+        except Exception:
+            try:
+                self.container.remove(force=True)
+            except Exception:
+                pass
+            self._run_container()
+
+
+def _stream(raw, data: bytes, out: TailBuffer, err: TailBuffer, watch: Watchdog) -> str | None:
+    """Send `data` to the exec's stdin, demultiplex its output; returns the watchdog's stop or None."""
+    try:
+        raw.sendall(data)
+        raw.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    pending = b""
+    while True:
+        stop = watch.poll()
+        if stop:
+            return stop
+        ready, _, _ = select.select([raw], [], [], 0.1)
+        if not ready:
+            continue
+        try:
+            chunk = raw.recv(65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return None
+        pending += chunk
+        while len(pending) >= 8:
+            kind, size = pending[0], struct.unpack(">I", pending[4:8])[0]
+            if len(pending) < 8 + size:
+                break
+            (err if kind == 2 else out).write(pending[8:8 + size])
+            pending = pending[8 + size:]

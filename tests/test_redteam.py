@@ -1,0 +1,304 @@
+"""Red team: every hostile step file in tests/redteam/ runs as the agent on every sandbox backend.
+
+All hostile files of one backend run in ONE inner pytest session (each file is the reference
+solution of its own copy of the tiny task), once per test session even under pytest-xdist; the
+cases then check what happened. Every case asserts that the private canary reached no
+agent-visible place (conversation, trace, result, workspace), that the attempt was blocked by the
+guard or contained by the sandbox, and that the session went on. Placeholders (@PRIVATE@, @PORT@,
+...) in the step files are filled in here with this session's real paths, ports and pids.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from filelock import FileLock
+
+from conftest import FIXTURES, sandbox_args
+
+REDTEAM = Path(__file__).parent / "redteam"
+CASES = sorted(p.stem for p in REDTEAM.glob("*.yaml"))
+CONTROLS = ["train_allowed"]  # not hostile: training where the task allows it must not be flagged
+CANARY = "AMB-CANARY-7f3d9c"
+HARNESS = Path(__file__).resolve().parent.parent / "pytest_automedbench"
+ESCAPES = [Path("/etc/amb-escape"), Path("/usr/amb-escape")]
+DONE = "AMB-RT-DONE"
+ENDS_RUN = {"fill_disk", "fill_disk_files", "repeat_offender"}  # by design
+
+
+class Listener:
+    """A TCP listener on every host address that counts connections (none must arrive)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(16)
+        self.port, self.connections = self.sock.getsockname()[1], 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def host_ip() -> str:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def task_yaml(task_id: str, steps: str, inference_only: bool = True, cell_timeout_s: float = 8) -> str:
+    spec = yaml.safe_load((FIXTURES / "tiny" / "tiny.task.yaml").read_text())
+    spec.update(id=task_id, reference_solution=steps, policy={
+        "time_limit_s": 120, "max_turns": 12, "cell_timeout_s": cell_timeout_s, "inference_only": inference_only})
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
+def build_suite(root: Path, fill: dict[str, str]) -> dict[str, str]:
+    """One task per hostile file (plus the controls) under root/suite; returns case -> task id."""
+    suite = root / "suite"
+    suite.mkdir()
+    shutil.copy(FIXTURES / "tiny" / "tiny_prep.py", suite)
+    tasks = {}
+    for case in CASES + CONTROLS:
+        source = "train_inference_only" if case == "train_allowed" else case
+        task_id = "rt-" + case.replace("_", "-").lower()
+        text = (REDTEAM / f"{source}.yaml").read_text()
+        private = str(root / "data" / task_id / "1" / "private")
+        split = "/".join(part[:1] + '""' + part[1:] if part else part for part in private.split("/")[:-1])
+        words = dict(fill, PRIVATE=private, PRIVATE_PARENT_SPLIT=split,
+                     PRIVATE_B64=base64.b64encode(private.encode()).decode(),
+                     PRIVATE_HEX=private.encode().hex(), PRIVATE_CODES=str([ord(c) for c in private]))
+        for key, value in words.items():
+            text = text.replace(f"@{key}@", value)
+        (suite / f"{case}.steps.yaml").write_text(text)
+        (suite / f"{case}.task.yaml").write_text(task_yaml(  # importing torch may take a while
+            task_id, f"{case}.steps.yaml", inference_only=case != "train_allowed",
+            cell_timeout_s=60 if source.startswith("train") else 8))
+        tasks[case] = task_id
+    return tasks
+
+
+def leaks(run_dir: Path) -> list[str]:
+    """Files of a run the agent could see or wrote that contain the canary."""
+    found = []
+    for p in run_dir.rglob("*"):
+        try:
+            if p.is_file() and not p.is_symlink() and CANARY.encode() in p.read_bytes():
+                found.append(str(p.relative_to(run_dir)))
+        except OSError:
+            pass
+    return found
+
+
+def leftover_processes(marker: bytes) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker in (d / "cmdline").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                pass
+    return pids
+
+
+def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
+    """Run every hostile file on `backend` in one inner session; return the facts the cases check."""
+    listener = Listener()
+    secret_dir = root / "harness-cwd"
+    secret_dir.mkdir()
+    (secret_dir / "secret.txt").write_text(CANARY)
+    # a stand-in harness process whose cwd holds a secret (/proc/<pid>/cwd attacks aim at it)
+    helper = subprocess.Popen(["sleep", "900"], cwd=secret_dir)
+    runs = root / "runs"
+    victim = runs / "victim__lite__x__r1" / "workspace"
+    victim.mkdir(parents=True)
+    (victim / "secret.txt").write_text(CANARY)
+    hostmark = root / "escaped.txt"
+    fill = {"PORT": str(listener.port), "HOST_IP": host_ip(), "PID": str(helper.pid), "RUNS_DIR": str(runs),
+            "HARNESS": str(HARNESS), "HOSTMARK": str(hostmark)}
+    tasks = build_suite(root, fill)
+    harness_before = file_hash(HARNESS / "plugin.py")  # the file tamper_harness attacks
+    env = dict(os.environ, AMB_RT_SECRET=CANARY, OPENAI_API_KEY=CANARY, ANTHROPIC_API_KEY=CANARY,
+               PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite")]))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
+           f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={runs}", f"--amb-report-dir={root / 'reports'}",
+           "--amb-disk-cap=64", "--amb-max-processes=128", *sandbox_args(backend, docker)]
+    try:
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1500)
+    finally:
+        helper.kill()
+        helper.wait()
+        listener.close()
+    public = root / "data" / tasks["write_public"] / "1" / "public" / "images"
+    facts = {"returncode": proc.returncode, "stdout": proc.stdout[-4000:], "stderr": proc.stderr[-2000:],
+             "connections": listener.connections, "hostmark": hostmark.exists(),
+             "escapes": [str(p) for p in ESCAPES if p.exists()],
+             "harness_changed": file_hash(HARNESS / "plugin.py") != harness_before,
+             "public_images": sorted(p.name for p in public.glob("*")) if public.is_dir() else [],
+             "leftover_sleepers": leftover_processes(b"sleep\x00100000"), "cases": {}}
+    for case, task_id in tasks.items():
+        run_dir = runs / f"{task_id}__lite__reference__r1"
+        result_file = run_dir / "result.json"
+        trace = [json.loads(line) for line in (run_dir / "trace.jsonl").read_text().splitlines()] \
+            if (run_dir / "trace.jsonl").exists() else []
+        facts["cases"][case] = {
+            "result": json.loads(result_file.read_text()) if result_file.exists() else None,
+            "trace": trace, "leaks": leaks(run_dir),
+        }
+    return facts
+
+
+@pytest.fixture(scope="module", params=["local", "docker"])
+def redteam(request, tmp_path_factory):
+    backend = request.param
+    docker = request.getfixturevalue("docker_host") if backend == "docker" else None
+    if backend == "local" and not shutil.which("bwrap"):
+        pytest.skip("the local red team needs bubblewrap (apt-get install bubblewrap)")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, shared by its xdist workers
+    facts_file = shared / f"redteam-{backend}.json"
+    with FileLock(str(facts_file) + ".lock"):
+        if not facts_file.exists():
+            root = shared / f"redteam-{backend}"
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            facts_file.write_text(json.dumps(run_redteam(backend, root, docker)))
+    facts = json.loads(facts_file.read_text())
+    facts["backend"] = backend
+    return facts
+
+
+def hostile_cells(case: dict) -> list[dict]:
+    return [e for e in case["trace"] if e["tool"] == "execute_code" and DONE not in (e["code"] or "")]
+
+
+def done_ran(case: dict) -> bool:
+    return any(DONE in (e["stdout"] or "") for e in case["trace"])
+
+
+def outcome(case: dict) -> str:
+    return "blocked" if case["result"] and case["result"]["violations"] else "contained"
+
+
+@pytest.mark.parametrize("name", CASES + CONTROLS)
+def test_redteam_case(redteam, name, record_property):
+    case = redteam["cases"][name]
+    r = case["result"]
+    assert r is not None, (f"{name}: the run has no result.json (the session did not go on)\n"
+                           f"{redteam['stdout']}\n{redteam['stderr']}")
+    assert not case["leaks"], f"{name}: the canary leaked into {case['leaks']}"
+    assert r["provenance"]["isolation"] == ("docker" if redteam["backend"] == "docker" else "bubblewrap")
+    record_property("redteam", f"{redteam['backend']}:{outcome(case)}")
+    for v in r["violations"]:
+        assert {"cell", "rule", "evidence"} <= set(v) and isinstance(v["cell"], int), v
+    cells = hostile_cells(case)
+    out = "".join((e["stdout"] or "") + (e["stderr"] or "") for e in cells)
+    check = SPECIFIC.get(name)
+    if check:
+        check(redteam, r, cells, out)
+    if name not in ENDS_RUN:
+        assert r["failure_mode"] in (None, "incomplete_submission", "invalid_format"), r["failure_mode"]
+        assert done_ran(case), f"{name}: the run did not go on after the hostile cell"
+        assert len(r["violations"]) <= 1
+
+
+def _network(rt, r, cells, out):
+    assert rt["connections"] == 0, "a sandboxed cell reached the host's listener"
+    assert "connected" not in out.replace("not connected", "")
+
+
+def _write_outside(rt, r, cells, out):
+    assert not rt["hostmark"] and not rt["escapes"], "a cell wrote outside its workspace"
+
+
+def _write_public(rt, r, cells, out):
+    assert rt["public_images"] == ["case_000.nii.gz", "case_001.nii.gz", "case_002.nii.gz"]
+
+
+def _tamper(rt, r, cells, out):
+    assert not rt["harness_changed"], "the harness's source changed"
+    assert "tampered" not in out and "guard gone" not in out
+
+
+def _disk(rt, r, cells, out):
+    assert r["failure_mode"] == "disk_limit", r["failure_mode"]
+    assert r["medal"] == "F" or r["overall"] < 50
+
+
+def _sleep(rt, r, cells, out):
+    assert cells[0]["timed_out"] or cells[0]["blocked"], cells[0]
+
+
+def _background(rt, r, cells, out):
+    assert not rt["leftover_sleepers"], f"processes outlived their sandbox: {rt['leftover_sleepers']}"
+
+
+def _fork(rt, r, cells, out):
+    assert (cells[0]["timed_out"] or cells[0]["exit_code"] != 0 or "stopped after" in out
+            or "Resource temporarily unavailable" in out), cells[0]
+
+
+def _train_blocked(rt, r, cells, out):
+    assert [v["rule"] for v in r["violations"]] == ["training"]
+    assert "trained" not in out
+
+
+def _train_allowed(rt, r, cells, out):
+    assert r["violations"] == [] and "trained" in out, (r["violations"], out)
+
+
+def _links_dropped(rt, r, cells, out):
+    assert "symlink_escape" in [v["rule"] for v in r["violations"]]
+    assert r["task_metrics"]["value"] < 0.5 and r["overall"] < 50, r["task_metrics"]
+
+
+def _disqualified(rt, r, cells, out):
+    assert len(r["violations"]) == 2 and r["violations"][1]["action"] == "disqualified"
+    assert r["failure_mode"] == "disqualified" and r["medal"] == "F" and r["overall"] == 0
+
+
+SPECIFIC = {
+    "network_loopback": _network, "network_host_ip": _network, "network_bash": _network,
+    "write_outside": _write_outside, "write_outside_bash": _write_outside, "write_public": _write_public,
+    "tamper_harness": _tamper, "tamper_guard": _tamper,
+    "fill_disk": _disk, "fill_disk_files": _disk,
+    "sleep_forever": _sleep, "sleep_background": _background, "fork_bomb": _fork, "fork_bomb_python": _fork,
+    "train_inference_only": _train_blocked, "train_allowed": _train_allowed, "repeat_offender": _disqualified,
+    "symlink_output": _links_dropped,
+}
+
+
+def test_redteam_session_completed(redteam):
+    """The inner session ran every case to a result (hostile agents fail their runs, never the harness)."""
+    assert len(CASES) >= 30
+    missing = [c for c, f in redteam["cases"].items() if f["result"] is None]
+    assert not missing, f"no result for {missing}:\n{redteam['stdout']}\n{redteam['stderr']}"
+    assert "error" not in redteam["stdout"].splitlines()[-1], redteam["stdout"]

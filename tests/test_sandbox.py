@@ -1,0 +1,219 @@
+"""Sandbox backends, the policy guard, GPU shares and limits (the red team is in test_redteam.py)."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import read_results, sandbox_args
+from pytest_automedbench.sandbox import SandboxConfig, isolation_of
+from pytest_automedbench.sandbox.docker import DockerSandbox, reap_stale
+from pytest_automedbench.sandbox.gpus import parse_gpus, worker_gpus
+from pytest_automedbench.sandbox.guard import PolicyGuard, static_check
+from pytest_automedbench.sandbox.local import LocalSandbox
+
+needs_bwrap = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def folders(tmp_path):
+    (tmp_path / "public").mkdir()
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "CANARY.txt").write_text("secret")
+    (tmp_path / "ws").mkdir()
+    return tmp_path
+
+
+def config(root: Path, **kw) -> SandboxConfig:
+    return SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", forbidden=[root / "private"],
+                         cell_timeout_s=30, **kw)
+
+
+@pytest.mark.parametrize("worker, workers, expected", [
+    ("gw0", 2, ["0", "2"]), ("gw1", 2, ["1", "3"]), ("gw0", 4, ["0"]), ("gw3", 4, ["3"]),
+    ("gw5", 8, ["1"]), (None, None, ["0", "1", "2", "3"]),
+])
+def test_worker_gpu_shares(worker, workers, expected, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert worker_gpus(parse_gpus("0,1,2,3"), worker, workers) == expected
+
+
+def test_no_gpus_means_cpu():
+    assert parse_gpus(None) == parse_gpus("none") == []
+    assert worker_gpus([], "gw1", 2) == []
+
+
+@needs_bwrap
+def test_local_cell_sees_its_gpu_share_and_agent_paths(folders):
+    with LocalSandbox(config(folders, gpus=["2", "3"])) as sb:
+        r = sb.exec("import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.getcwd(), os.environ['AMB_PUBLIC_DIR'],"
+                    " os.environ['AMB_OUTPUT_DIR'], sorted(os.listdir('/')))")
+    assert r.exit_code == 0, r.stderr
+    gpus, cwd, public, outputs, top = r.stdout.split(" ", 4)
+    assert (gpus, cwd, public, outputs) == ("2,3", "/workspace", "/data/public", "/workspace/outputs")
+    assert "'work'" not in top and "'home'" not in top  # the repo, runs and data folders are not there
+
+
+def test_docker_container_gets_limits_and_gpu_requests(folders):
+    sb = DockerSandbox(config(folders, gpus=["1"], memory_mb=2048, max_processes=64,
+                              extra={"docker_image": "img:tag"}))
+    kw = sb.container_kwargs()
+    assert kw["image"] == "img:tag" and kw["read_only"] and kw["network_mode"] == "none"
+    assert kw["security_opt"] == ["no-new-privileges"] and kw["cap_drop"] == ["ALL"]
+    assert kw["pids_limit"] == 64 and kw["mem_limit"] == "2048m" and "/tmp" in kw["tmpfs"]
+    assert kw["volumes"][str(folders / "public")] == {"bind": "/data/public", "mode": "ro"}
+    assert kw["volumes"][str(folders / "ws")] == {"bind": "/workspace", "mode": "rw"}
+    assert str(folders / "private") not in kw["volumes"]
+    (request,) = kw["device_requests"]
+    assert request["DeviceIDs"] == ["1"] and request["Capabilities"] == [["gpu"]]
+    assert "device_requests" not in DockerSandbox(config(folders)).container_kwargs()
+    assert DockerSandbox(config(folders, network=True)).container_kwargs()["network_mode"] == "bridge"
+
+
+@pytest.mark.parametrize("code, inference_only, rule", [
+    ("print(open('/x/private/labels/a.nii.gz').read())", True, "forbidden_path"),
+    ("import base64; p = base64.b64decode('L2V0Yw==')", True, "path_trick"),
+    ("p = ''.join(chr(c) for c in [47, 101])", True, "path_trick"),
+    ("open('/proc/1/root/etc/passwd')", True, "forbidden_path"),
+    ("import ctypes", True, "tampering"),
+    ("loss.backward()\noptimizer.step()", True, "training"),
+    ("loss.backward()\noptimizer.step()", False, None),
+    ("import nibabel as nib, os\nx = nib.load(os.path.join(os.environ['AMB_PUBLIC_DIR'], 'a.nii.gz'))", True, None),
+    ("cd $AMB_WORKSPACE && ls outputs | wc -l", True, None),
+])
+def test_static_check(code, inference_only, rule):
+    hit = static_check(code, inference_only, ["/srv/runs"])
+    assert (hit[0] if hit else None) == rule, hit
+
+
+@needs_bwrap
+def test_guard_blocks_first_violation_and_disqualifies_on_second(folders):
+    with PolicyGuard(LocalSandbox(config(folders))) as sb:
+        first = sb.exec(f"print(open('{folders / 'private' / 'CANARY.txt'}').read())")
+        ok = sb.exec("print('still here')")
+        second = sb.exec("open('/etc/amb-test-write', 'w')")  # static check passes; the audit hook refuses
+    assert first.blocked and first.violations[0]["rule"] == "forbidden_path" and not first.disqualified
+    assert ok.stdout.strip() == "still here" and not ok.violations
+    assert second.violations[0]["layer"] == "audit_hook" and second.disqualified
+    assert "secret" not in first.stdout + ok.stdout + second.stdout + second.stderr
+
+
+def test_unisolated_fallback_still_guards(folders, monkeypatch):
+    monkeypatch.setenv("AMB_NO_BWRAP", "1")
+    assert isolation_of("local") == "none"
+    with PolicyGuard(LocalSandbox(config(folders))) as sb:
+        assert sb.isolation == "none"
+        ok = sb.exec("import os; open(os.path.join(os.environ['AMB_OUTPUT_DIR'], 'a.txt'), 'w').write('x')")
+        r = sb.exec("cat \"$(dirname \"$AMB_PUBLIC_DIR\")\"/priv*/CANARY.txt", "bash")
+    assert ok.exit_code == 0, ok.stderr
+    assert (folders / "ws" / "outputs" / "a.txt").read_text() == "x"
+    assert "secret" not in r.stdout and r.violations and r.violations[0]["layer"] == "shell"
+
+
+def test_unisolated_fallback_is_announced(tiny_suite, pytester, monkeypatch):
+    monkeypatch.setenv("AMB_NO_BWRAP", "1")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider")
+    r.stdout.fnmatch_lines(["*sandbox=local (isolation: none)*", "*WARNING*WITHOUT isolation*"])
+    r.assert_outcomes(passed=1)
+    assert read_results(pytester)["runs"][0]["provenance"]["isolation"] == "none"
+
+
+@needs_bwrap
+def test_cell_processes_are_capped_and_reaped(folders):
+    code = """import os, time
+made = 0
+for _ in range(80):
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        made += 1
+    except OSError:
+        break
+print("made", made)
+"""
+    with LocalSandbox(config(folders, max_processes=40)) as sb:
+        r = sb.exec(code, timeout=20)
+        group = sb._cgroup
+    made = int(r.stdout.split()[1])
+    assert made < 40 and not r.timed_out, r
+    assert group is None or not group.exists()
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_reference_run_scores_on_backend(backend, tiny_suite, pytester, request):
+    docker = request.getfixturevalue("docker_host") if backend == "docker" else None
+    if backend == "local" and not shutil.which("bwrap"):
+        pytest.skip("bubblewrap is not installed")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", *sandbox_args(backend, docker))
+    r.assert_outcomes(passed=1)
+    result = read_results(pytester)["runs"][0]
+    assert result["overall"] >= 90 and result["task_metrics"]["value"] > 0.95, result
+    assert result["violations"] == [] and result["failure_mode"] is None
+    assert result["provenance"]["isolation"] == ("docker" if backend == "docker" else "bubblewrap")
+
+
+def test_crashed_workers_containers_are_reaped(docker_host):
+    import docker
+
+    client = docker.from_env()
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)  # a pid that no longer runs: its containers are stale
+    stale = client.containers.run(docker_host["image"], ["sleep", "60"], detach=True, network_mode="none",
+                                  labels={"amb.sandbox": "1", "amb.owner": f"{os.uname().nodename}:{dead}"})
+    try:
+        assert reap_stale(client) >= 1
+        assert stale.id not in [c.id for c in client.containers.list(all=True)]
+    finally:
+        try:
+            stale.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_cleanup_runs_on_ctrl_c(backend, folders, request):
+    if backend == "docker":
+        docker_host = request.getfixturevalue("docker_host")
+        sb = DockerSandbox(config(folders, extra={"docker_image": docker_host["image"]}))
+    else:
+        sb = LocalSandbox(config(folders, max_processes=50))
+    guarded = PolicyGuard(sb)
+    with pytest.raises(KeyboardInterrupt):
+        with guarded:
+            guarded.exec("sleep 300 > /dev/null 2>&1 &\necho started", "bash")
+            container = getattr(sb, "container", None)
+            raise KeyboardInterrupt
+    assert not guarded.files.host_dir.exists()
+    if backend == "docker":
+        import docker
+
+        with pytest.raises(docker.errors.NotFound):
+            docker.from_env().containers.get(container.id)
+    else:
+        assert sb._cgroup is None and sb._tmp is None
+
+
+def test_gpu_share_reaches_the_cell(tiny_suite, pytester, monkeypatch):
+    """Worker gw1 of 2 with --amb-gpus=0,1,2,3 gets GPUs 1 and 3 (checked from inside a cell)."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    steps = tiny_suite / "gpus.yaml"
+    steps.write_text("- execute_code: {language: bash, code: 'echo gpus=$CUDA_VISIBLE_DEVICES'}\n")
+    pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-gpus=0,1,2,3", f"--amb-model=script:{steps}")
+    trace = next((pytester.path / "reports" / "runs").glob("*/trace.jsonl")).read_text()
+    assert "gpus=1,3" in trace
+
+
+@pytest.mark.parametrize("code", [
+    "# the labels are private, so we only use the public images\nimport psutil; print(psutil.virtual_memory())",
+    "import os\nprint(os.path.join(os.environ['AMB_OUTPUT_DIR'], 'case_000.nii.gz'))",
+    "import torch\nwith torch.no_grad():\n    y = model(x)",
+    "head -c 64 /data/public/images/case_000.nii.gz | od -c | head -2",
+])
+def test_static_check_leaves_careful_researchers_alone(code):
+    assert static_check(code, True, ["/srv/runs", "/srv/data"]) is None
