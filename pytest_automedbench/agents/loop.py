@@ -205,15 +205,7 @@ class AgentLoop:
         timeout = max(1.0, min(self.limits.cell_timeout_s, remaining))
         at = round(self.clock() - started, 3)
         result = self.sandbox.exec(code, language, timeout=timeout)
-        record.trace.append(TraceEvent(
-            index=len(record.trace), turn=record.turns, tool=EXECUTE_CODE, started_s=at,
-            language=language, code=code, stdout=result.stdout, stderr=result.stderr,
-            exit_code=result.exit_code, duration_s=round(result.duration_s, 3), timed_out=result.timed_out,
-            truncated=result.truncated, blocked=result.blocked, outputs_after=count_outputs(self.output_dir),
-        ))
-        record.violations.extend({**v, "cell": len(record.trace) - 1} for v in result.violations)
-        record.disqualified = record.disqualified or result.disqualified
-        record.limit_hit = record.limit_hit or result.limit
+        record_cell(record, result, language, code, at, self.output_dir)
         return format_tool_output(result, self.limits)
 
     def _account(self, record: RunRecord, reply: Reply) -> None:
@@ -245,6 +237,19 @@ class AgentLoop:
     def _stop(record: RunRecord, limit: str | None) -> None:
         record.ended_by = "limit" if limit else "disqualified"
         record.limit_hit = limit
+
+
+def record_cell(record: RunRecord, result: ExecResult, language: str, code: str, at: float, output_dir: Path) -> None:
+    """Append a cell to the trace and fold its violations, disqualification and limit into the run."""
+    record.trace.append(TraceEvent(
+        index=len(record.trace), turn=record.turns, tool=EXECUTE_CODE, started_s=round(at, 3),
+        language=language, code=code, stdout=result.stdout, stderr=result.stderr,
+        exit_code=result.exit_code, duration_s=round(result.duration_s, 3), timed_out=result.timed_out,
+        truncated=result.truncated, blocked=result.blocked, outputs_after=count_outputs(output_dir),
+    ))
+    record.violations.extend({**v, "cell": len(record.trace) - 1} for v in result.violations)
+    record.disqualified = record.disqualified or result.disqualified
+    record.limit_hit = record.limit_hit or result.limit
 
 
 def _tool_message(call: ToolCall, content: str) -> Message:

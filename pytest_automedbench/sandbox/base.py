@@ -54,6 +54,8 @@ class SandboxConfig:
     forbidden: list[Path] = field(default_factory=list)  # host paths the agent must never reach
     guard: Any = None  # guard.GuardFiles the backend mounts and switches on (set by PolicyGuard)
     env: dict[str, str] = field(default_factory=dict)  # extra variables for every cell
+    # Host folders the agent may read at the same path (an external agent program's own folder).
+    ro_binds: list[Path] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific settings
 
 

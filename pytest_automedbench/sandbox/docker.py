@@ -101,6 +101,8 @@ class DockerSandbox(Sandbox):
         if self.host_python:
             for d in python_dirs():
                 volumes[d] = {"bind": d, "mode": "ro"}
+        for d in cfg.ro_binds:
+            volumes[str(d)] = {"bind": str(d), "mode": "ro"}
         ulimits = [Ulimit(name="cpu", soft=cpu, hard=cpu), Ulimit(name="core", soft=0, hard=0)]
         if cfg.max_file_mb:
             ulimits.append(Ulimit(name="fsize", soft=cfg.max_file_mb << 20, hard=cfg.max_file_mb << 20))

@@ -180,7 +180,8 @@ class PolicyGuard(Sandbox):
         cfg = inner.config
         self.forbidden = sorted({str(p) for p in cfg.forbidden if str(p)})
         inside_forbidden = self.forbidden + ["/data/private", "/data/runs"]
-        self.allowed = [str(cfg.workspace_dir), str(cfg.public_dir)]
+        # The user's own agent program folders (command:) are shown read-only and may be named.
+        self.allowed = [str(cfg.workspace_dir), str(cfg.public_dir)] + [str(d) for d in cfg.ro_binds]
         writable = [AGENT_WORKSPACE, "/tmp", "/dev", str(cfg.workspace_dir), tempfile.gettempdir()]
         self.files = write_guard_files(inside_forbidden, writable, self.allowed, inference_only)
         cfg.guard = self.files

@@ -159,6 +159,8 @@ class LocalSandbox(Sandbox):
                 args += ["--dev-bind-try", dev, dev]
         if cfg.guard is not None:
             args += ["--ro-bind", str(cfg.guard.host_dir), GUARD_INSIDE]
+        for d in cfg.ro_binds:
+            args += ["--ro-bind", str(d), str(d)]
         args += ["--chdir", AGENT_WORKSPACE, "--"]
         return args
 

@@ -385,6 +385,9 @@ def error_body(entry: Entry, api: str, n: int) -> dict[str, Any]:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # Many agents (pytest-xdist workers, a concurrency benchmark) connect at once: the default
+    # listen backlog of 5 resets connections under load.
+    request_queue_size = 256
     allow_reuse_address = True
     owner: "MockLLMServer"
 
