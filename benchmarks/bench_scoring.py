@@ -74,7 +74,147 @@ def bench_segmentation(root: Path, repeats: int) -> dict:
             "ratio_vs_library": h / lib}
 
 
-BENCHES = {"segmentation": bench_segmentation}
+def bench_enhancement(root: Path, repeats: int) -> dict:
+    from skimage.metrics import structural_similarity
+
+    from pytest_automedbench.metrics import enhancement
+
+    rng = np.random.default_rng(0)
+    shape = (256, 256, 128)
+    ref = rng.normal(0, 1, shape).cumsum(axis=0).astype(np.float32)
+    noisy = (ref + rng.normal(0, 0.5, shape)).astype(np.float32)
+    pred = (ref + rng.normal(0, 0.2, shape)).astype(np.float32)
+    rng_ = float(ref.max() - ref.min())
+    for side, arr in (("private/targets", ref), ("public/images", noisy), ("outputs", pred)):
+        (root / side).mkdir(parents=True, exist_ok=True)
+        nib.save(nib.Nifti1Image(arr, np.eye(4)), str(root / side / "case_000.nii.gz"))
+    spec = task("enhancement", params={"data_range": rng_})
+
+    def harness():
+        return enhancement.evaluate(spec, root / "outputs", root / "private", root / "public").score
+
+    def library():
+        return structural_similarity(ref.astype(np.float64), pred.astype(np.float64), data_range=rng_, win_size=7)
+
+    def read_nifti():
+        for side in ("private/targets", "outputs"):
+            np.asanyarray(nib.load(str(root / side / "case_000.nii.gz")).dataobj)
+
+    assert abs(harness() - library()) < 1e-6
+    h, lib, io = (median(timed(f, repeats)) for f in (harness, library, read_nifti))
+    print("enhancement: 3D SSIM on a 256x256x128 volume (plus PSNR and the classical baseline's SSIM)")
+    show("harness evaluate() (reads NIfTI, SSIM + PSNR + baseline SSIM)", h)
+    show("scikit-image structural_similarity on in-memory arrays", lib)
+    show("reading the two NIfTI files", io)
+    show("harness / (library + NIfTI read) (target <= 1.2)", h / (lib + io), "x")
+    return {"harness_s": h, "library_s": lib, "nifti_read_s": io, "ratio_vs_library_plus_io": h / (lib + io),
+            "ratio_vs_library": h / lib}
+
+
+def bench_detection(root: Path, repeats: int) -> dict:
+    import contextlib
+    import io as _io
+    import json
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from pytest_automedbench.metrics import detection
+
+    rng = np.random.default_rng(0)
+    classes = ["a", "b", "c"]
+    gt, dt = {}, {}
+    for i in range(1000):
+        boxes = [{"bbox": [float(x), float(y), 20.0, 20.0], "category": classes[k % 3]}
+                 for k, (x, y) in enumerate(rng.integers(0, 400, (5, 2)))]
+        gt[f"img_{i:04d}"] = boxes
+        dt[f"img_{i:04d}"] = [{"bbox": [b["bbox"][0] + rng.normal(0, 3), b["bbox"][1] + rng.normal(0, 3), 20.0, 20.0],
+                               "category": b["category"], "score": float(rng.random())} for b in boxes]
+    (root / "private").mkdir()
+    (root / "public").mkdir()
+    (root / "outputs").mkdir()
+    (root / "private" / "boxes.json").write_text(json.dumps(gt))
+    (root / "public" / "classes.json").write_text(json.dumps(classes))
+    for k, v in dt.items():
+        (root / "outputs" / f"{k}.json").write_text(json.dumps(v))
+    spec = task("detection")
+
+    def harness():
+        return detection.evaluate(spec, root / "outputs", root / "private", root / "public").score
+
+    def library():
+        ids = {k: n + 1 for n, k in enumerate(sorted(gt))}
+        cats = {c: n + 1 for n, c in enumerate(classes)}
+        anns = [{"id": n + 1, "image_id": ids[k], "category_id": cats[b["category"]], "bbox": b["bbox"],
+                 "area": 400.0, "iscrowd": 0} for n, (k, b) in enumerate((k, b) for k in sorted(gt) for b in gt[k])]
+        dets = [{"image_id": ids[k], "category_id": cats[d["category"]], "bbox": d["bbox"], "score": d["score"]}
+                for k in sorted(dt) for d in dt[k]]
+        with contextlib.redirect_stdout(_io.StringIO()):
+            coco = COCO()
+            coco.dataset = {"images": [{"id": i} for i in ids.values()], "annotations": anns,
+                            "categories": [{"id": i, "name": c} for c, i in cats.items()]}
+            coco.createIndex()
+            ev = COCOeval(coco, coco.loadRes(dets), iouType="bbox")
+            ev.params.iouThrs = np.array([0.5])
+            ev.evaluate()
+            ev.accumulate()
+        p = ev.eval["precision"][0, :, :, 0, -1]
+        return float(np.mean([p[:, k][p[:, k] > -1].mean() for k in range(len(classes))]))
+
+    assert abs(harness() - library()) < 1e-9
+    h, lib = (median(timed(f, repeats)) for f in (harness, library))
+    print("detection: mAP@0.5 on 1,000 images, 5,000 boxes")
+    show("harness evaluate() (reads 1,000 JSON files, checks every box)", h)
+    show("pycocotools COCOeval on in-memory annotations", lib)
+    show("harness / library (target <= 1.2)", h / lib, "x")
+    return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
+
+
+def bench_report(root: Path, repeats: int) -> dict:
+    import json
+
+    from pytest_automedbench.metrics import report
+
+    words = ("heart size normal lungs clear no effusion pneumothorax consolidation mild atelectasis "
+             "left right base stable cardiomediastinal silhouette within limits").split()
+    rng = np.random.default_rng(0)
+    refs = {f"s{i:04d}": " ".join(rng.choice(words, 30)) + "." for i in range(1000)}
+    hyps = {k: " ".join(v.split()[:25] + list(rng.choice(words, 5))) for k, v in refs.items()}
+    (root / "private" / "reports").mkdir(parents=True)
+    (root / "public").mkdir()
+    for k in refs:
+        (root / "private" / "reports" / f"{k}.txt").write_text(refs[k])
+        (root / "outputs" / k).mkdir(parents=True)
+        (root / "outputs" / k / "report.txt").write_text(hyps[k])
+    (root / "public" / "studies.json").write_text(json.dumps([{"id": k} for k in refs]))
+    spec = task("report", params={"components": ["bleu", "meteor", "rouge_l"]})
+
+    def harness():
+        return report.evaluate(spec, root / "outputs", root / "private", root / "public").score
+
+    import sacrebleu
+    from nltk.translate.meteor_score import meteor_score
+    from rouge_score import rouge_scorer
+
+    rouge = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+
+    def library():
+        b = [min(1.0, sacrebleu.sentence_bleu(hyps[k], [refs[k]]).score / 100) for k in refs]
+        m = [meteor_score([report.tokens(refs[k])], report.tokens(hyps[k])) for k in refs]
+        r = [rouge.score(refs[k], hyps[k])["rougeL"].fmeasure for k in refs]
+        return float(np.mean([np.mean(b), np.mean(m), np.mean(r)]))
+
+    assert abs(harness() - library()) < 1e-9
+    h, lib = (median(timed(f, repeats)) for f in (harness, library))
+    print("report: BLEU (sacrebleu) + METEOR (nltk) + ROUGE-L (rouge-score) on 1,000 reports")
+    show("harness evaluate() (reads 2,000 text files)", h)
+    show("the three libraries called directly, per pair", lib)
+    show("harness / library (target <= 1.2)", h / lib, "x")
+    return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
+
+
+BENCHES = {"segmentation": bench_segmentation, "enhancement": bench_enhancement, "detection": bench_detection,
+           "report": bench_report}
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ from typing import Callable
 from .base import ExecResult
 
 DISK_POLL_S = 0.5
+WATCH_S = 0.05
 
 
 class TailBuffer:
@@ -104,13 +105,16 @@ def run_process(cmd: list[str], code: str, *, env: dict[str, str], cwd: Path, ti
                threading.Thread(target=_feed, args=(proc.stdin, code.encode()), daemon=True)]
     for t in threads:
         t.start()
+    # A waiter thread blocks in waitpid, so a finished cell is noticed at once (a sleep-poll loop
+    # would add half its interval to every cell); the watchdog still looks every WATCH_S.
+    exited = threading.Event()
+    threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
     watch, stop = Watchdog(timeout, workspace, disk_mb), None
     try:
-        while proc.poll() is None:
+        while not exited.wait(WATCH_S):
             stop = watch.poll()
             if stop:
                 break
-            time.sleep(0.05)
     finally:
         kill(proc)  # also reaps anything the cell left running in the background
     proc.wait()

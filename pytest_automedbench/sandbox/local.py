@@ -32,6 +32,7 @@ _PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "NLTK_DATA", "OMP_NUM_THREADS", "MKL_NUM
                 "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _SYSTEM_DIRS = ("/usr", "/etc")  # read-only; /bin, /lib... are links or binds of these
 _PIDS_CGROUP = Path("/sys/fs/cgroup/pids")
+_PRLIMIT = shutil.which("prlimit")
 
 
 def bwrap_path() -> str | None:
@@ -181,14 +182,39 @@ class LocalSandbox(Sandbox):
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         return limit
 
+    def _limits_prefix(self) -> list[str] | None:
+        """The same limits as `_preexec`, applied by exec'd helpers (prlimit, then sh joining the
+        pids cgroup) so the harness process can spawn cells without a Python-level fork (a fork
+        of a process holding torch costs ~15 ms a cell); None where prlimit is missing."""
+        if not _PRLIMIT:
+            return None
+        cfg, group = self.config, self._cgroup
+        cpu = cfg.cpu_seconds or int(2 * cfg.cell_timeout_s) + 5
+        args = [_PRLIMIT, f"--cpu={cpu}", "--core=0"]
+        if cfg.memory_mb:
+            args.append(f"--as={cfg.memory_mb << 20}")
+        if cfg.max_file_mb:
+            args.append(f"--fsize={cfg.max_file_mb << 20}")
+        if group is None and cfg.max_processes:
+            args.append(f"--nproc={cfg.max_processes}")
+        args.append("--")
+        if group is not None:
+            args += ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group)]
+        return args
+
     def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:
         timeout = timeout or self.config.cell_timeout_s
         cmd = self._interpreter(language)
         if self.bwrap:
             cmd = self.bwrap_args() + cmd
+        prefix = self._limits_prefix()
+        if prefix is not None:
+            cmd, preexec = prefix + cmd, None
+        else:
+            preexec = self._preexec()
         return run_process(cmd, code, env=self._environment(), cwd=self.config.workspace_dir, timeout=timeout,
                            cap=self.config.output_cap_bytes, workspace=self.config.workspace_dir,
-                           disk_mb=self.config.disk_mb, kill=self._kill, preexec=self._preexec())
+                           disk_mb=self.config.disk_mb, kill=self._kill, preexec=preexec)
 
     def _kill(self, proc: subprocess.Popen) -> None:
         try:
