@@ -186,7 +186,7 @@ def bench_report(root: Path, repeats: int) -> dict:
         (root / "private" / "reports" / f"{k}.txt").write_text(refs[k])
         (root / "outputs" / k).mkdir(parents=True)
         (root / "outputs" / k / "report.txt").write_text(hyps[k])
-    (root / "public" / "studies.json").write_text(json.dumps([{"id": k} for k in refs]))
+    (root / "public" / "studies.json").write_text(json.dumps(sorted(refs)))
     spec = task("report", params={"components": ["bleu", "meteor", "rouge_l"]})
 
     def harness():

@@ -43,6 +43,15 @@ def test_prepare_fixture(task_id, tmp_path, capsys):
     if task.spec.track in ("segmentation", "enhancement", "synthesis", "report"):
         assert len([p for p in public if p.startswith("images/")]) == task.spec.cases.count
 
+    # the track's scorer reads the prepared layout: an empty submission scores 0 with every case missing
+    from pytest_automedbench.metrics import metric_module
+
+    empty = tmp_path / "outputs"
+    empty.mkdir()
+    scored = metric_module(task.spec.track).evaluate(task.spec, empty, data.private, data.public)
+    assert scored.n_cases > 0 and scored.n_valid == 0 and scored.completion_rate == 0.0
+    assert all(e.problem.startswith("missing") for e in scored.case_errors), scored.case_errors[:3]
+
     # preparing again changes nothing
     before = {p: (data.root / p).stat().st_mtime_ns for p in manifest}
     capsys.readouterr()

@@ -97,8 +97,8 @@ def test_enhancement_scores_ssim_with_input_as_baseline(tmp_path):
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"data_range": "wide"}, "metric.params.data_range: expected a positive number, got 'wide'"),
-    ({"data_range": 0}, "metric.params.data_range: expected a positive number, got 0"),
+    ({"data_range": "wide"}, "metric.params.data_range: expected a positive number or \"target\", got 'wide'"),
+    ({"data_range": 0}, 'metric.params.data_range: expected a positive number or "target", got 0'),
     ({"baseline_order": 1.5}, "metric.params.baseline_order: expected an integer 0-5, got 1.5"),
 ])
 def test_bad_metric_params_name_the_field(tmp_path, params, message):

@@ -47,7 +47,10 @@ def baseline_ssim(public: Path, case: str, ref_img, ref: np.ndarray, data_range:
 def score_images(task, outputs: Path, private: Path, public: Path,
                  output_of: Callable[[Path, str], Path], expected_entry: Callable[[str], str]) -> TrackResult:
     """SSIM of each case's output against private/targets; shared by enhancement and synthesis."""
-    data_range = number_param(task.metric.params, "data_range", 1.0, lambda v: v > 0, "a positive number")
+    # "target": each case's own intensity range (MRI has no fixed units); else a fixed number (CT: HU).
+    per_case_range = task.metric.params.get("data_range") == "target"
+    data_range = 1.0 if per_case_range else number_param(task.metric.params, "data_range", 1.0, lambda v: v > 0,
+                                                          'a positive number or "target"')
     order = int(number_param(task.metric.params, "baseline_order", 1, lambda v: v in range(6), "an integer 0-5"))
     targets = private / "targets"
     cases = case_ids(targets)
@@ -56,6 +59,8 @@ def score_images(task, outputs: Path, private: Path, public: Path,
     for case in cases:
         ref_img = nib.load(str(targets / f"{case}{NIFTI_SUFFIX}"))
         ref = np.asanyarray(ref_img.get_fdata())
+        if per_case_range:
+            data_range = float(ref.max() - ref.min()) or 1.0
         b = baseline_ssim(public, case, ref_img, ref, data_range, order)
         if b is not None:
             baselines.append(b)
@@ -85,7 +90,7 @@ def score_images(task, outputs: Path, private: Path, public: Path,
     if baselines:
         result.diagnostics["baseline_score"] = float(np.mean(baselines))
         result.diagnostics["baseline"] = f"degraded input on the target grid, spline order {order}"
-    result.diagnostics["data_range"] = data_range
+    result.diagnostics["data_range"] = "target" if per_case_range else data_range
     return result
 
 

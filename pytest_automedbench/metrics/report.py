@@ -125,7 +125,8 @@ def read_report(path: Path) -> str | CaseError:
 
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     comps = components_of(task)
-    studies = [str(s) for s in json.loads((public / "studies.json").read_text())]
+    # studies.json lists study ids, or study records {"id": ..., "image": ...} (the real suites)
+    studies = [str(s["id"]) if isinstance(s, dict) else str(s) for s in json.loads((public / "studies.json").read_text())]
     refs = {s: (private / "reports" / f"{s}.txt").read_text(encoding="utf-8").strip() for s in studies}
     result = TrackResult(score=0.0, n_cases=len(studies), n_valid=0)
     hyps: dict[str, str] = {}
