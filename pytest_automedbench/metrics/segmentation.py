@@ -45,11 +45,14 @@ def read_labels(path: Path, expected_shape: tuple[int, ...], allowed: set[int]) 
 
 def label_set(data: np.ndarray) -> set[int]:
     """The distinct values of an integer-valued array (a counting pass, not a sort, when it can)."""
-    flat = data.reshape(-1)
+    flat = data.ravel(order="K")  # NIfTI arrays are Fortran-ordered: a view, not a copy
+    if not np.issubdtype(flat.dtype, np.integer):  # integer-valued floats (checked by the caller)
+        flat = flat.astype(np.int64)
     lo, hi = int(flat.min()), int(flat.max())
     if lo >= 0 and hi < 65536:
-        counts = np.bincount(flat.astype(np.intp, copy=False), minlength=1)
-        return set(np.flatnonzero(counts).tolist())
+        present = np.zeros(hi + 1, bool)
+        present[flat] = True  # indexing with the labels themselves: no widened copy, no sort
+        return set(np.flatnonzero(present).tolist())
     return set(np.unique(flat).astype(int).tolist())
 
 
