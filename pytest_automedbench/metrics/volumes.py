@@ -40,6 +40,8 @@ def resample_like(src: np.ndarray, src_affine: np.ndarray, shape: tuple[int, ...
     The voxel mapping comes from the two affines, so a low-resolution image whose affine says
     where its voxel centres are lands exactly on the high-resolution grid (order 1 = linear).
     """
+    if src.shape == tuple(shape) and np.allclose(src_affine, affine):
+        return src.astype(np.float64, copy=False)  # already on the target grid (denoising)
     ndim = src.ndim
     vox = np.linalg.inv(src_affine) @ affine  # target voxel -> source voxel
     grid = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in shape], indexing="ij")
