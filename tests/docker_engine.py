@@ -20,6 +20,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from pytest_automedbench.sandbox.docker import pid_alive
+
 RUN_DIR = Path("/tmp/amb-dockerd")
 SOCKET = RUN_DIR / "docker.sock"
 # the real home, not $HOME (pytester points HOME at a test folder)
@@ -81,7 +83,7 @@ def release() -> None:
     """Unregister this process; the last user stops the daemon this module started."""
     with FileLock(str(RUN_DIR / "lock")):
         (RUN_DIR / "users" / str(os.getpid())).unlink(missing_ok=True)
-        alive = [p for p in (RUN_DIR / "users").iterdir() if _pid_alive(int(p.name))]
+        alive = [p for p in (RUN_DIR / "users").iterdir() if pid_alive(int(p.name))]
         pid_file = RUN_DIR / "daemon.pid"
         if alive or not pid_file.exists():
             return
@@ -90,21 +92,11 @@ def release() -> None:
         try:
             os.kill(pid, signal.SIGTERM)
             for _ in range(100):
-                if not _pid_alive(pid):
+                if not pid_alive(pid):
                     break
                 time.sleep(0.1)
         except ProcessLookupError:
             pass
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def base_image(host: str) -> str:

@@ -21,12 +21,12 @@
 """
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any, Iterable
 
-from .base import Agent, AgentError, Message, Reply, ToolCall, Usage
-from .retry import CallStats, LLMAPIError, RetryPolicy
+from .base import AgentError, Message, ToolCall, Usage
+from .chat_api import CONTINUE_PROMPT, ChatAPIAgent, tool_call_is_complete  # noqa: F401 (re-exported)
+from .retry import LLMAPIError, RetryPolicy
 
 __all__ = [
     "AnthropicAgent", "CLAUDE_DEFAULT_MODEL", "CONTINUE_PROMPT", "resolve_claude_model",
@@ -35,13 +35,6 @@ __all__ = [
 
 #: The model ``--amb-model=claude`` means. The one place to change it.
 CLAUDE_DEFAULT_MODEL = "claude-sonnet-4-6"
-
-#: What the agent says when a reply was cut off at the output-token limit.
-CONTINUE_PROMPT = (
-    "Your previous reply was cut off because it reached the output token limit. Continue exactly "
-    "where it stopped, without repeating what you already wrote. If you were writing a tool call, "
-    "make it again in full, keeping it shorter (split long code into several smaller cells)."
-)
 
 CACHE = {"type": "ephemeral"}
 MAX_CACHE_BREAKPOINTS = 4
@@ -57,18 +50,6 @@ def resolve_claude_model(spec: str | None) -> str:
             raise AgentError("--amb-model=claude:<model-id>: the model id is empty")
         return model
     return spec
-
-
-def tool_call_is_complete(call: ToolCall, tools: Iterable[dict[str, Any]]) -> bool:
-    """True when ``call`` names a known tool and its arguments are an object holding every
-    required parameter (a call truncated at the token limit usually is not)."""
-    if "__invalid_json__" in call.arguments:
-        return False
-    for tool in tools:
-        if tool.get("name") == call.name:
-            required = (tool.get("parameters") or {}).get("required") or []
-            return all(key in call.arguments for key in required)
-    return False
 
 
 # ------------------------------------------------------------------------------------------
@@ -165,10 +146,11 @@ def add_cache_breakpoints(
 # ------------------------------------------------------------------------------------------
 
 
-class AnthropicAgent(Agent):
+class AnthropicAgent(ChatAPIAgent):
     """A Claude model behind the Anthropic Messages API (see module doc)."""
 
     name = "claude"
+    vendor = "Anthropic"
 
     def __init__(
         self,
@@ -265,33 +247,9 @@ class AnthropicAgent(Agent):
         return "".join(texts), calls
 
     # ---- the Agent interface
-    def respond(self, conversation: list[Message], tools: list[dict[str, Any]]) -> Reply:
-        stats = CallStats()
-        usage = Usage()
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        stop: str | None = None
-        extra: list[Message] = []
-        what = f"Anthropic API request (model {self.model_id})"
-        try:
-            for part in range(self.max_continuations + 1):
-                kwargs = self._request(list(conversation) + extra, tools)
-                resp = self.retry.call(lambda: self._create(kwargs), what=what, stats=stats)
-                usage += self._usage(resp)
-                text, calls = self._parse(resp)
-                texts.append(text)
-                stop = getattr(resp, "stop_reason", None)
-                complete = [c for c in calls if tool_call_is_complete(c, tools)]
-                if stop != "max_tokens" or complete or part == self.max_continuations:
-                    if stop == "max_tokens":
-                        calls = complete  # a call truncated at the limit cannot be executed
-                    break
-                partial = "".join(texts)
-                extra = ([{"role": "assistant", "content": partial, "tool_calls": []}] if partial else []) + [
-                    {"role": "user", "content": CONTINUE_PROMPT}]
-        except LLMAPIError as exc:
-            exc.usage = copy.copy(usage)
-            exc.api_calls = stats.api_calls
-            raise
-        return Reply(text="".join(texts), tool_calls=calls, usage=usage, api_calls=stats.api_calls,
-                     retries=stats.retries, stop_reason=stop)
+    def _send(self, kwargs: dict[str, Any]) -> Any:
+        return self._create(kwargs)
+
+    def _reply_parts(self, resp: Any) -> tuple[str, list[ToolCall], str | None]:
+        text, calls = self._parse(resp)
+        return text, calls, getattr(resp, "stop_reason", None)

@@ -24,15 +24,14 @@
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 from typing import Any, Iterable
 from urllib.parse import urlparse
 
-from .anthropic_agent import CONTINUE_PROMPT, tool_call_is_complete
-from .base import Agent, AgentError, Message, Reply, ToolCall, Usage
-from .retry import CallStats, LLMAPIError, RetryPolicy
+from .base import AgentError, Message, ToolCall, Usage
+from .chat_api import ChatAPIAgent
+from .retry import LLMAPIError, RetryPolicy
 
 __all__ = [
     "OpenAIAgent", "GPT_DEFAULT_MODEL", "resolve_openai_model", "to_openai_messages",
@@ -124,10 +123,11 @@ def to_openai_messages(conversation: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class OpenAIAgent(Agent):
+class OpenAIAgent(ChatAPIAgent):
     """A model behind an OpenAI(-compatible) chat-completions endpoint (see module doc)."""
 
     name = "gpt"
+    vendor = "OpenAI"
 
     def __init__(
         self,
@@ -229,33 +229,8 @@ class OpenAIAgent(Agent):
         finish = choice.finish_reason
         return text, calls, _FINISH_TO_NEUTRAL.get(finish, finish)
 
-    def respond(self, conversation: list[Message], tools: list[dict[str, Any]]) -> Reply:
-        stats = CallStats()
-        usage = Usage()
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        stop: str | None = None
-        extra: list[Message] = []
-        what = f"OpenAI API request (model {self.model_id})"
-        try:
-            for part in range(self.max_continuations + 1):
-                kwargs = self._request(list(conversation) + extra, tools)
-                resp = self.retry.call(lambda: self.client.chat.completions.create(**kwargs),
-                                       what=what, stats=stats)
-                usage += self._usage(resp)
-                text, calls, stop = self._parse(resp)
-                texts.append(text)
-                complete = [c for c in calls if tool_call_is_complete(c, tools)]
-                if stop != "max_tokens" or complete or part == self.max_continuations:
-                    if stop == "max_tokens":
-                        calls = complete  # a call truncated at the limit cannot be executed
-                    break
-                partial = "".join(texts)
-                extra = ([{"role": "assistant", "content": partial, "tool_calls": []}] if partial else []) + [
-                    {"role": "user", "content": CONTINUE_PROMPT}]
-        except LLMAPIError as exc:
-            exc.usage = copy.copy(usage)
-            exc.api_calls = stats.api_calls
-            raise
-        return Reply(text="".join(texts), tool_calls=calls, usage=usage, api_calls=stats.api_calls,
-                     retries=stats.retries, stop_reason=stop)
+    def _send(self, kwargs: dict[str, Any]) -> Any:
+        return self.client.chat.completions.create(**kwargs)
+
+    def _reply_parts(self, resp: Any) -> tuple[str, list[ToolCall], str | None]:
+        return self._parse(resp)

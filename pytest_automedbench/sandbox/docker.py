@@ -56,7 +56,7 @@ def reap_stale(client) -> int:
     host, removed = socket.gethostname(), 0
     for c in client.containers.list(all=True, filters={"label": LABEL}):
         owner_host, _, pid = c.labels.get("amb.owner", "").rpartition(":")
-        if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+        if owner_host != host or not pid.isdigit() or pid_alive(int(pid)):
             continue
         try:
             c.remove(force=True)
@@ -66,7 +66,8 @@ def reap_stale(client) -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
         return True

@@ -1,0 +1,82 @@
+"""What the Anthropic and OpenAI backends share: one turn, continued past the output limit.
+
+A subclass says how to build a request (`_request`), send it (`_send`), read its usage
+(`_usage`) and split the reply into text, tool calls and a neutral stop reason
+(`_reply_parts`). `respond` does the rest the same way for every vendor: retries through the
+policy (counted), a reply cut at the token limit without a complete tool call is answered with
+`CONTINUE_PROMPT` (at most `max_continuations` times) and the texts joined, usage summed over
+every call, and the tokens spent before a failure attached to the error.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable
+
+from .base import Agent, Message, Reply, ToolCall, Usage
+from .retry import CallStats, LLMAPIError
+
+#: What the agent says when a reply was cut off at the output-token limit.
+CONTINUE_PROMPT = (
+    "Your previous reply was cut off because it reached the output token limit. Continue exactly "
+    "where it stopped, without repeating what you already wrote. If you were writing a tool call, "
+    "make it again in full, keeping it shorter (split long code into several smaller cells)."
+)
+
+
+def tool_call_is_complete(call: ToolCall, tools: Iterable[dict[str, Any]]) -> bool:
+    """True when ``call`` names a known tool and its arguments are an object holding every
+    required parameter (a call truncated at the token limit usually is not)."""
+    if "__invalid_json__" in call.arguments:
+        return False
+    for tool in tools:
+        if tool.get("name") == call.name:
+            required = (tool.get("parameters") or {}).get("required") or []
+            return all(key in call.arguments for key in required)
+    return False
+
+
+class ChatAPIAgent(Agent):
+    vendor = "LLM"  # for error messages
+    max_continuations = 3
+
+    def _request(self, conversation: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _send(self, kwargs: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _usage(self, resp: Any) -> Usage:
+        raise NotImplementedError
+
+    def _reply_parts(self, resp: Any) -> tuple[str, list[ToolCall], str | None]:
+        raise NotImplementedError
+
+    def respond(self, conversation: list[Message], tools: list[dict[str, Any]]) -> Reply:
+        stats = CallStats()
+        usage = Usage()
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        stop: str | None = None
+        extra: list[Message] = []
+        what = f"{self.vendor} API request (model {self.model_id})"
+        try:
+            for part in range(self.max_continuations + 1):
+                kwargs = self._request(list(conversation) + extra, tools)
+                resp = self.retry.call(lambda: self._send(kwargs), what=what, stats=stats)
+                usage += self._usage(resp)
+                text, calls, stop = self._reply_parts(resp)
+                texts.append(text)
+                complete = [c for c in calls if tool_call_is_complete(c, tools)]
+                if stop != "max_tokens" or complete or part == self.max_continuations:
+                    if stop == "max_tokens":
+                        calls = complete  # a call truncated at the limit cannot be executed
+                    break
+                partial = "".join(texts)
+                extra = ([{"role": "assistant", "content": partial, "tool_calls": []}] if partial else []) + [
+                    {"role": "user", "content": CONTINUE_PROMPT}]
+        except LLMAPIError as exc:
+            exc.usage = copy.copy(usage)
+            exc.api_calls = stats.api_calls
+            raise
+        return Reply(text="".join(texts), tool_calls=calls, usage=usage, api_calls=stats.api_calls,
+                     retries=stats.retries, stop_reason=stop)
