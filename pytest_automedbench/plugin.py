@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hooks, rexmle
+from . import hooks
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .agents.accounting import (LLM_KINDS, UnpricedModelError, llm_options, load_prices, make_cost_fn,
                                 unpriced_message)
@@ -300,6 +300,12 @@ def describe(r: dict) -> str:
     return text
 
 
+def _rexmle_properties(r: dict) -> dict:
+    from . import rexmle  # pandas and the leaderboards load only for ReX-MLE runs
+
+    return rexmle.properties(r)
+
+
 def properties(r: dict, result_path: Path) -> dict:
     """Flat builtin properties (they must survive pytest-xdist and JUnit)."""
     props = {
@@ -313,6 +319,6 @@ def properties(r: dict, result_path: Path) -> dict:
         "amb_tokens": sum(r["tokens"].values()),
         "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
         "amb_result": os.fspath(result_path),
-        **rexmle.properties(r),
+        **(_rexmle_properties(r) if r.get("rexmle") else {}),
     }
     return props

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, rexmle, scoring
+from . import __version__, scoring
 from .agents import Agent, AgentError
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
@@ -122,8 +122,16 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "failure_mode": failure_mode(record, track),
         "error_codes": detect(facts),
         "judge": judge_info,
-        **({"rexmle": section} if (section := rexmle.result_section(task, track, outputs, data, record)) else {}),
+        **({"rexmle": section} if (section := _rexmle_section(task, track, outputs, data, record)) else {}),
     }
+
+
+def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: TaskData, record: RunRecord):
+    if task.spec.rexmle is None:
+        return None
+    from . import rexmle  # pandas and the leaderboards load only for ReX-MLE tasks
+
+    return rexmle.result_section(task, track, outputs, data, record)
 
 
 def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskData, settings: RunSettings,
