@@ -165,16 +165,9 @@ class AnthropicAgent(ChatAPIAgent):
         cache: bool = True,
         name: str | None = None,
     ) -> None:
-        self.model_id = resolve_claude_model(model_id)
-        self.max_tokens = max_tokens
-        self._client = client
-        self.retry = retry or RetryPolicy()
-        self.temperature = temperature
-        self.max_continuations = max_continuations
-        self.timeout = timeout
+        self._setup(resolve_claude_model(model_id), max_tokens, client, retry, temperature, max_continuations,
+                    timeout, name)
         self.cache = cache
-        if name is not None:
-            self.name = name
 
     @property
     def client(self) -> Any:

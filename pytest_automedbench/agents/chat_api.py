@@ -13,7 +13,7 @@ import copy
 from typing import Any, Iterable
 
 from .base import Agent, Message, Reply, ToolCall, Usage
-from .retry import CallStats, LLMAPIError
+from .retry import CallStats, LLMAPIError, RetryPolicy
 
 #: What the agent says when a reply was cut off at the output-token limit.
 CONTINUE_PROMPT = (
@@ -38,6 +38,19 @@ def tool_call_is_complete(call: ToolCall, tools: Iterable[dict[str, Any]]) -> bo
 class ChatAPIAgent(Agent):
     vendor = "LLM"  # for error messages
     max_continuations = 3
+
+    def _setup(self, model_id: str, max_tokens: int, client: Any, retry: RetryPolicy | None,
+               temperature: float | None, max_continuations: int, timeout: float, name: str | None) -> None:
+        """The settings every vendor keeps; the SDK client is built lazily by the subclass."""
+        self.model_id = model_id
+        self.max_tokens = max_tokens
+        self._client = client
+        self.retry = retry or RetryPolicy()
+        self.temperature = temperature
+        self.max_continuations = max_continuations
+        self.timeout = timeout
+        if name is not None:
+            self.name = name
 
     def _request(self, conversation: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
         raise NotImplementedError

@@ -146,18 +146,11 @@ class OpenAIAgent(ChatAPIAgent):
     ) -> None:
         if token_param not in (None, "max_tokens", "max_completion_tokens"):
             raise ValueError("token_param must be 'max_tokens', 'max_completion_tokens' or None (auto)")
-        self.model_id = resolve_openai_model(model_id)
-        self.max_tokens = max_tokens
-        self._client = client
-        self.retry = retry or RetryPolicy()
+        self._setup(resolve_openai_model(model_id), max_tokens, client, retry, temperature, max_continuations,
+                    timeout, name)
         self.base_url = base_url
         self.api_key = api_key
-        self.temperature = temperature
         self.token_param = token_param
-        self.max_continuations = max_continuations
-        self.timeout = timeout
-        if name is not None:
-            self.name = name
 
     @property
     def client(self) -> Any:
