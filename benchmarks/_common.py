@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,16 @@ def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[float
         fn()
         out.append(time.perf_counter() - t)
     return out
+
+
+def timed_pytest(args: list[str], cwd: Path, env: dict, what: str) -> float:
+    """Wall-clock seconds of one `python -m pytest ARGS` session; a failing session stops the script."""
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{what}: pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
+    return elapsed
 
 
 def median(values: list[float]) -> float:

@@ -18,14 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import record, show  # noqa: E402
+from _common import record, show, timed_pytest  # noqa: E402
 
 from pytest_automedbench.testing import MockLLMServer  # noqa: E402
 
@@ -62,16 +60,11 @@ def responder(delay: float, cell: str):
 
 
 def session(root: Path, workers: int, runs: int, env: dict) -> float:
-    args = [sys.executable, "-m", "pytest", "suite", "-q", "-p", "no:cacheprovider", "--amb-model=openai:bench-model",
+    args = ["suite", "-q", "-p", "no:cacheprovider", "--amb-model=openai:bench-model",
             f"--amb-repeats={runs}", f"--amb-runs-dir={root / 'runs'}", f"--amb-report-dir={root / 'reports'}"]
     if workers > 1:
         args += ["-n", str(workers)]
-    started = time.perf_counter()
-    proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"-n {workers}: pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
-    return elapsed
+    return timed_pytest(args, root, env, f"-n {workers}")
 
 
 def main() -> int:

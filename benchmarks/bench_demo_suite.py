@@ -9,27 +9,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median, record, show  # noqa: E402
+from _common import median, record, show, timed_pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def session(root: Path, extra: list[str], env: dict) -> float:
-    args = [sys.executable, "-m", "pytest", str(REPO / "task_suites" / "demo"), "-q", "-p", "no:cacheprovider",
+    args = [str(REPO / "task_suites" / "demo"), "-q", "-p", "no:cacheprovider",
             f"--amb-runs-dir={root / 'runs'}", f"--amb-report-dir={root / 'reports'}", *extra]
-    started = time.perf_counter()
-    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"demo suite failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
-    return elapsed
+    return timed_pytest(args, REPO, env, "demo suite")
 
 
 def main() -> int:
