@@ -149,9 +149,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     limits = limits_for(task, settings)
     config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
                            cell_timeout_s=limits.cell_timeout_s, forbidden=forbidden_paths(data, settings),
-                           **sandbox_config_kwargs(settings.extra))
+                           ro_binds=agent.program_folders(), **sandbox_config_kwargs(settings.extra))
     config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
-    config.ro_binds = list(getattr(agent, "program_folders", lambda: [])())
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     # Built before the run, so a judge that cannot start (no API key) costs no agent run.
     llm_judge = judge_for(settings.extra.get("judge"), Path(settings.runs_dir) / ".judge-cache",

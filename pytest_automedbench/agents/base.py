@@ -122,6 +122,10 @@ class Agent:
         """Answer the conversation so far with one assistant turn."""
         raise NotImplementedError
 
+    def program_folders(self) -> list:
+        """Host folders the sandbox must show read-only (an external agent program's own); none here."""
+        return []
+
     # Self-driving agents (command:) override this; `ctx` is a loop.RunContext.
     drives_itself = False
 
