@@ -115,6 +115,7 @@ def settings_from(config) -> RunSettings:
             "compare_fail": _option(config, "amb_compare_fail", str),
             "resume": bool(config.getoption("amb_resume") or config.getini("amb_resume")),
             "prices": prices, "cost_fn": make_cost_fn(prices),
+            "metric_hook": lambda track: config.hook.pytest_amb_track_metric(track=track, config=config),
             "agent_options": llm_options(_option(config, "amb_retry_delay", float)),
             **sandbox_settings(lambda ini, type_: _option(config, ini, type_)),
         },

@@ -95,12 +95,12 @@ def failure_mode(record: RunRecord, track: TrackResult) -> str | None:
 
 
 def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, data: TaskData,
-              llm_judge=None) -> dict[str, Any]:
+              llm_judge=None, metric_hook=None) -> dict[str, Any]:
     """Everything result.json says about how well the run did (labels record.trace with stages)."""
     spec = task.spec
     outputs = workspace / "outputs"
     outputs.mkdir(parents=True, exist_ok=True)
-    track = metric_module(spec.track).evaluate(spec, outputs, data.private, data.public)
+    track = metric_module(spec.track, spec.metric.module, metric_hook).evaluate(spec, outputs, data.private, data.public)
     verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge)
     bands, relative = scoring.medal_bands(spec.track, spec.medals)
     has_valid = record.submitted and track.n_valid > 0
@@ -138,7 +138,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             make_sandbox: Callable[[SandboxConfig], Sandbox]) -> dict[str, Any]:
     """Run the agent on the task and write the run's files; returns result.json's content."""
     spec = task.spec
-    preflight(spec)  # a metric that cannot run here refuses before the agent spends anything
+    metric_hook = settings.extra.get("metric_hook")
+    preflight(spec, metric_hook)  # a metric that cannot run here refuses before the agent spends anything
     rid = run_id(spec.id, tier, settings.model, repeat)
     run_dir = Path(settings.runs_dir) / rid
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -167,7 +168,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             raise
         error = exc
     disqualify_escaping_links(record, workspace)
-    scores = score_run(task, tier, record, workspace, data, llm_judge)
+    scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook)
     result = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "run_id": rid, "task_id": spec.id, "track": spec.track, "tier": tier, "model": settings.model,

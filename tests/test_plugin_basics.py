@@ -81,3 +81,31 @@ def test_unprepared_task_is_skipped_with_command(tiny_suite, pytester):
     r = pytester.runpytest("suite", "-rs")
     r.assert_outcomes(skipped=1)
     r.stdout.fnmatch_lines(["*automedbench prepare tiny-seg --source DIR*"])
+
+
+def test_track_metric_hook_and_task_metric_module(tiny_suite, pytester):
+    """A plugin's pytest_amb_track_metric module scores the track; a task's metric.module beats both."""
+    pytester.makepyfile(halfmetric='''
+from pytest_automedbench.metrics import TrackResult
+
+def evaluate(task, outputs, private, public):
+    return TrackResult(score=0.5, n_cases=1, n_valid=1, diagnostics={"from": "module"})
+''')
+    pytester.makeconftest('''
+import types
+from pytest_automedbench.metrics import TrackResult
+
+def _evaluate(task, outputs, private, public):
+    return TrackResult(score=0.25, n_cases=1, n_valid=1)
+
+def pytest_amb_track_metric(track, config):
+    return types.SimpleNamespace(evaluate=_evaluate) if track == "segmentation" else None
+''')
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    assert read_results(pytester)["runs"][0]["task_metrics"]["value"] == 0.25
+    task = pytester.path / "suite" / "tiny.task.yaml"
+    task.write_text(task.read_text().replace("metric:\n", "metric:\n  module: halfmetric\n", 1))
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    assert read_results(pytester)["runs"][0]["task_metrics"]["value"] == 0.5

@@ -70,6 +70,9 @@ class Metric(Strict):
     direction: Literal["higher", "lower"] = "higher"
     targets: list[Target] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
+    # A module with evaluate(task, outputs, private, public) -> TrackResult, for a task whose
+    # submission format its track's module does not read (e.g. a ReX-MLE challenge's own format).
+    module: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
 class Policy(Strict):
