@@ -22,9 +22,16 @@ def leaderboard_for(task) -> Leaderboard:
 
 
 def metric_values(task, track, outputs: Path, private: Path, public: Path) -> tuple[dict[str, float], str | None]:
-    """The challenge's metric values for this run, and a grader problem (or None)."""
+    """The challenge's metric values for this run, and a grader problem (or None).
+
+    From, in this order: the `challenge_metrics` mapping a task's own `metric.module` put in its
+    TrackResult diagnostics; the task's `rexmle.grader`; the track result's score, components and
+    numeric diagnostics looked up by metric name.
+    """
     rex = task.spec.rexmle
-    if rex.grader:
+    if isinstance(track.diagnostics.get("challenge_metrics"), dict):
+        values = track.diagnostics["challenge_metrics"]  # the task's own metric.module graded it already
+    elif rex.grader:
         from ..data import load_preparer  # same module:function resolution
 
         try:
