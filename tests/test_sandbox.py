@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,47 @@ print("made", made)
     made = int(r.stdout.split()[1])
     assert made < 40 and not r.timed_out, r
     assert group is None or not group.exists()
+
+
+needs_pids_cgroup = pytest.mark.skipif(not Path("/sys/fs/cgroup/pids/cgroup.procs").exists() or
+                                       not shutil.which("prlimit"), reason="no pids cgroup (v1) or prlimit here")
+
+
+@needs_pids_cgroup
+@pytest.mark.parametrize("bwrap", ["1", "0"])
+def test_cells_are_born_inside_the_cap_through_one_launcher(bwrap, folders, monkeypatch):
+    """One launcher joins the pids cgroup; cells fork from it, see none of its files, and the
+    per-cell sweep of leftovers spares it. If it dies, the next cell joins the cgroup itself."""
+    if bwrap == "1" and not shutil.which("bwrap"):
+        pytest.skip("bubblewrap is not installed")
+    monkeypatch.setenv("AMB_NO_BWRAP", "0" if bwrap == "1" else "1")
+    probe = ("import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')));"
+             "print(os.getpid(), os.getppid(), os.getsid(0) == os.getpid())")
+    with LocalSandbox(config(folders, max_processes=40)) as sb:
+        launcher, group = sb._launcher, sb._cgroup
+        assert launcher is not None and str(launcher.pid) in (group / "cgroup.procs").read_text().split()
+        r = sb.exec(probe)
+        assert r.exit_code == 0, r.stderr
+        fds = eval(r.stdout.splitlines()[0])
+        assert fds[:3] == [0, 1, 2] and len(fds) <= 4, fds  # 3: the listing's own handle, nothing else
+        if bwrap == "0":  # without a pid namespace: the cell is the launcher's child, a session leader
+            pid, ppid, leader = r.stdout.split()[-3:]
+            assert int(ppid) == launcher.pid and leader == "True"
+        r = sb.exec("sleep 300 > /dev/null 2>&1 &\necho started", "bash")
+        assert r.stdout.strip() == "started"
+        for _ in range(100):  # leftovers were SIGKILLed; they leave the cgroup once reaped
+            if (group / "cgroup.procs").read_text().split() == [str(launcher.pid)]:
+                break
+            time.sleep(0.02)
+        assert (group / "cgroup.procs").read_text().split() == [str(launcher.pid)]
+        assert sb.exec("import time; time.sleep(30)", timeout=1).timed_out
+        launcher.proc.kill()
+        launcher.proc.wait()
+        r = sb.exec("import os; print(open('/proc/self/cgroup').read())")
+        assert r.exit_code == 0 and sb._launcher is None, r.stderr
+        if bwrap == "0":
+            assert f"pids:/{group.name}" in r.stdout
+    assert not group.exists()
 
 
 @pytest.mark.parametrize("backend", ["local", "docker"])

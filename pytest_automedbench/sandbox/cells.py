@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .base import ExecResult
 
@@ -94,11 +94,18 @@ def result_of(out: TailBuffer, err: TailBuffer, exit_code: int | None, started: 
 
 def run_process(cmd: list[str], code: str, *, env: dict[str, str], cwd: Path, timeout: float, cap: int,
                 workspace: Path, disk_mb: int | None, kill: Callable[[subprocess.Popen], None],
-                preexec: Callable[[], None] | None = None) -> ExecResult:
-    """Run `cmd` with `code` on stdin under the watchdog; `kill` ends the whole cell."""
+                preexec: Callable[[], None] | None = None, spawn: Callable[[], Any] | None = None) -> ExecResult:
+    """Run `cmd` with `code` on stdin under the watchdog; `kill` ends the whole cell.
+
+    `spawn` starts the cell some other way (the sandbox's launcher) and returns an object with
+    Popen's pid, stdin, stdout, stderr, wait() and returncode; by default `cmd` is Popen'ed here.
+    """
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
+    if spawn is not None:
+        proc = spawn()
+    else:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
     out, err = TailBuffer(cap), TailBuffer(cap)
     threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),

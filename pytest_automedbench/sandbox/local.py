@@ -26,6 +26,7 @@ from pathlib import Path
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import run_process
 from .guard import GUARD_INSIDE
+from .spawner import Launcher, LauncherGone
 
 # Variables a cell inherits from the harness; everything else (API keys above all) is dropped.
 _PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "NLTK_DATA", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -97,6 +98,7 @@ class LocalSandbox(Sandbox):
         self.bwrap = bwrap_path()
         self.isolation = "bubblewrap" if self.bwrap else "none"
         self._cgroup: Path | None = None
+        self._launcher: Launcher | None = None
         self._tmp: Path | None = None
 
     def start(self) -> None:
@@ -106,6 +108,11 @@ class LocalSandbox(Sandbox):
         (cfg.workspace_dir / "outputs").mkdir(parents=True, exist_ok=True)
         self._tmp = Path(tempfile.mkdtemp(prefix="amb-tmp-"))
         self._cgroup = worker_cgroup(cfg.max_processes)
+        if self._cgroup is not None and _PRLIMIT:
+            try:  # cells are then born inside the cgroup instead of each moving in (spawner.py)
+                self._launcher = Launcher(self._cgroup, {"PATH": "/usr/bin:/bin"})
+            except OSError:
+                self._launcher = None
 
     def agent_env(self) -> dict[str, str]:
         if self.bwrap:
@@ -182,10 +189,11 @@ class LocalSandbox(Sandbox):
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         return limit
 
-    def _limits_prefix(self) -> list[str] | None:
+    def _limits_prefix(self, join_cgroup: bool = True) -> list[str] | None:
         """The same limits as `_preexec`, applied by exec'd helpers (prlimit, then sh joining the
-        pids cgroup) so the harness process can spawn cells without a Python-level fork (a fork
-        of a process holding torch costs ~15 ms a cell); None where prlimit is missing."""
+        pids cgroup unless the launcher starts the cell inside it) so the harness process can spawn
+        cells without a Python-level fork (a fork of a process holding torch costs ~15 ms a cell);
+        None where prlimit is missing."""
         if not _PRLIMIT:
             return None
         cfg, group = self.config, self._cgroup
@@ -198,7 +206,7 @@ class LocalSandbox(Sandbox):
         if group is None and cfg.max_processes:
             args.append(f"--nproc={cfg.max_processes}")
         args.append("--")
-        if group is not None:
+        if group is not None and join_cgroup:
             args += ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group)]
         return args
 
@@ -207,14 +215,19 @@ class LocalSandbox(Sandbox):
         cmd = self._interpreter(language)
         if self.bwrap:
             cmd = self.bwrap_args() + cmd
+        env, cwd = self._environment(), self.config.workspace_dir
+        run = dict(env=env, cwd=cwd, timeout=timeout, cap=self.config.output_cap_bytes, workspace=cwd,
+                   disk_mb=self.config.disk_mb, kill=self._kill)
+        if self._launcher is not None:
+            launched = self._limits_prefix(join_cgroup=False) + cmd
+            try:
+                return run_process(launched, code, spawn=lambda: self._launcher.spawn(launched, env, cwd), **run)
+            except LauncherGone:  # fall back to joining the cgroup per cell
+                self._launcher = None
         prefix = self._limits_prefix()
         if prefix is not None:
-            cmd, preexec = prefix + cmd, None
-        else:
-            preexec = self._preexec()
-        return run_process(cmd, code, env=self._environment(), cwd=self.config.workspace_dir, timeout=timeout,
-                           cap=self.config.output_cap_bytes, workspace=self.config.workspace_dir,
-                           disk_mb=self.config.disk_mb, kill=self._kill, preexec=preexec)
+            return run_process(prefix + cmd, code, **run)
+        return run_process(cmd, code, preexec=self._preexec(), **run)
 
     def _kill(self, proc: subprocess.Popen) -> None:
         try:
@@ -222,13 +235,18 @@ class LocalSandbox(Sandbox):
         except (ProcessLookupError, PermissionError):
             pass
         if self._cgroup is not None:  # anything that left the process group (setsid, daemons)
+            keep = self._launcher.pid if self._launcher is not None else None
             try:
                 for pid in (self._cgroup / "cgroup.procs").read_text().split():
-                    os.kill(int(pid), signal.SIGKILL)
+                    if int(pid) != keep:
+                        os.kill(int(pid), signal.SIGKILL)
             except (OSError, ValueError):
                 pass
 
     def cleanup(self) -> None:
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
         kill_cgroup(self._cgroup)
         self._cgroup = None
         if self._tmp is not None:
