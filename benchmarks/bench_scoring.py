@@ -9,6 +9,7 @@ Sizes: a 512x512x300 label volume pair (Dice), a 256x256x128 volume (3D SSIM), 1
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -93,6 +94,10 @@ def bench_enhancement(root: Path, repeats: int) -> dict:
     def harness():
         return enhancement.evaluate(spec, root / "outputs", root / "private", root / "public").score
 
+    def harness_cold():  # the first scoring of a dataset also computes the baseline's SSIM
+        shutil.rmtree(root / "cache", ignore_errors=True)
+        return harness()
+
     def library():
         return structural_similarity(ref.astype(np.float64), pred.astype(np.float64), data_range=rng_, win_size=7)
 
@@ -101,13 +106,16 @@ def bench_enhancement(root: Path, repeats: int) -> dict:
             np.asanyarray(nib.load(str(root / side / "case_000.nii.gz")).dataobj)
 
     assert abs(harness() - library()) < 1e-6
-    h, lib, io = (median(timed(f, repeats)) for f in (harness, library, read_nifti))
-    print("enhancement: 3D SSIM on a 256x256x128 volume (plus PSNR and the classical baseline's SSIM)")
-    show("harness evaluate() (reads NIfTI, SSIM + PSNR + baseline SSIM)", h)
+    cold, h, lib, io = (median(timed(f, repeats)) for f in (harness_cold, harness, library, read_nifti))
+    print("enhancement: 3D SSIM on a 256x256x128 volume (plus PSNR; the baseline's SSIM on first scoring)")
+    show("harness evaluate(), dataset's first scoring (+ baseline SSIM)", cold)
+    show("harness evaluate(), baseline SSIM cached (reads NIfTI, SSIM + PSNR)", h)
     show("scikit-image structural_similarity on in-memory arrays", lib)
     show("reading the two NIfTI files", io)
+    show("first scoring / (library + NIfTI read)", cold / (lib + io), "x")
     show("harness / (library + NIfTI read) (target <= 1.2)", h / (lib + io), "x")
-    return {"harness_s": h, "library_s": lib, "nifti_read_s": io, "ratio_vs_library_plus_io": h / (lib + io),
+    return {"harness_s": h, "harness_first_scoring_s": cold, "library_s": lib, "nifti_read_s": io,
+            "ratio_vs_library_plus_io": h / (lib + io), "ratio_first_scoring": cold / (lib + io),
             "ratio_vs_library": h / lib}
 
 

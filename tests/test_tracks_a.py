@@ -96,6 +96,31 @@ def test_enhancement_scores_ssim_with_input_as_baseline(tmp_path):
     assert (r.n_valid, r.completion_rate, r.format_valid) == (1, 1.0, True)
 
 
+def test_baseline_ssim_is_computed_once_per_dataset(tmp_path, monkeypatch):
+    rng = np.random.default_rng(4)
+    target = rng.uniform(0, 1, (7, 7)).astype(np.float32)
+    noisy = (target + rng.normal(0, 0.2, target.shape)).astype(np.float32)
+    save(tmp_path / "private/targets/a.nii.gz", target)
+    save(tmp_path / "public/images/a.nii.gz", noisy)
+    save(tmp_path / "outputs/a.nii.gz", target)
+    calls = []
+    real = enhancement.baseline_ssim
+    monkeypatch.setattr(enhancement, "baseline_ssim", lambda *a: calls.append(a[1]) or real(*a))
+
+    def baseline():
+        return enhancement.evaluate(task(data_range=1.0), tmp_path / "outputs", tmp_path / "private",
+                                    tmp_path / "public").diagnostics["baseline_score"]
+
+    expected = ssim_one_window(target.astype(float), noisy.astype(float), 1.0)
+    assert baseline() == pytest.approx(expected, rel=1e-6) and calls == ["a"]
+    assert baseline() == pytest.approx(expected, rel=1e-6) and calls == ["a"]  # from <data root>/cache
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["baseline-ssim-1.0-1.json"]
+    save(tmp_path / "public/images/a.nii.gz", target)  # data prepared again: the entry no longer matches
+    assert baseline() == pytest.approx(1.0) and calls == ["a", "a"]
+    (tmp_path / "cache" / "baseline-ssim-1.0-1.json").write_text("{not json")
+    assert baseline() == pytest.approx(1.0) and calls == ["a", "a", "a"]  # a broken cache is recomputed
+
+
 @pytest.mark.parametrize("params, message", [
     ({"data_range": "wide"}, "metric.params.data_range: expected a positive number or \"target\", got 'wide'"),
     ({"data_range": 0}, 'metric.params.data_range: expected a positive number or "target", got 0'),

@@ -9,9 +9,13 @@ metric.params:
                   on the target's grid through the two affines (identity for denoising, linear
                   upsampling for super-resolution). Its mean SSIM goes to
                   diagnostics["baseline_score"], which medal bands `relative_to: baseline` use.
+                  It depends only on the data, so it is computed on a dataset's first scoring and
+                  kept in `<data root>/cache/` (BaselineCache).
 """
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -44,6 +48,51 @@ def baseline_ssim(public: Path, case: str, ref_img, ref: np.ndarray, data_range:
     return ssim(base, ref, data_range)
 
 
+class BaselineCache:
+    """Baseline SSIMs kept beside the prepared data (`<data root>/cache/`), so only the first
+    scoring of a dataset computes them: they depend on the data and the params, not the run.
+
+    An entry is keyed by the size and mtime of the case's input and target files; a changed file
+    (data prepared again) misses. The cache is an optimisation: unreadable or unwritable means
+    computing again, never an error.
+    """
+
+    def __init__(self, private: Path, data_range, order: int):
+        self.path = private.parent / "cache" / f"baseline-ssim-{data_range}-{order}.json"
+        try:
+            self.entries = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.entries = {}
+        self.dirty = False
+
+    @staticmethod
+    def key(*files: Path) -> str | None:
+        try:
+            return ";".join(f"{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+        except OSError:
+            return None
+
+    def get(self, case: str, key: str | None) -> float | None:
+        entry = self.entries.get(case)
+        return entry[1] if key and isinstance(entry, list) and len(entry) == 2 and entry[0] == key else None
+
+    def put(self, case: str, key: str | None, value: float) -> None:
+        if key:
+            self.entries[case] = [key, value]
+            self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(self.entries))
+            os.replace(tmp, self.path)  # concurrent workers: whole files, last one wins
+        except OSError:
+            pass
+
+
 def score_images(task, outputs: Path, private: Path, public: Path,
                  output_of: Callable[[Path, str], Path], expected_entry: Callable[[str], str]) -> TrackResult:
     """SSIM of each case's output against private/targets; shared by enhancement and synthesis."""
@@ -56,12 +105,19 @@ def score_images(task, outputs: Path, private: Path, public: Path,
     cases = case_ids(targets)
     result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
     ssims, psnrs, baselines = [], [], []
+    cache = BaselineCache(private, "target" if per_case_range else data_range, order)
     for case in cases:
-        ref_img = nib.load(str(targets / f"{case}{NIFTI_SUFFIX}"))
+        target = targets / f"{case}{NIFTI_SUFFIX}"
+        ref_img = nib.load(str(target))
         ref = np.asanyarray(ref_img.get_fdata())
         if per_case_range:
             data_range = float(ref.max() - ref.min()) or 1.0
-        b = baseline_ssim(public, case, ref_img, ref, data_range, order)
+        key = cache.key(public / "images" / f"{case}{NIFTI_SUFFIX}", target)
+        b = cache.get(case, key)
+        if b is None:
+            b = baseline_ssim(public, case, ref_img, ref, data_range, order)
+            if b is not None:
+                cache.put(case, key, b)
         if b is not None:
             baselines.append(b)
         path = output_of(outputs, case)
@@ -87,6 +143,7 @@ def score_images(task, outputs: Path, private: Path, public: Path,
         result.components = {"ssim": float(np.mean(ssims))}
         result.score = float(np.clip(np.mean(ssims), 0.0, 1.0))
         result.diagnostics["psnr_db"] = float(np.mean(psnrs))
+    cache.save()
     if baselines:
         result.diagnostics["baseline_score"] = float(np.mean(baselines))
         result.diagnostics["baseline"] = f"degraded input on the target grid, spline order {order}"
