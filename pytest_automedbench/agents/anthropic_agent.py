@@ -25,7 +25,7 @@ import os
 from typing import Any, Iterable
 
 from .base import AgentError, Message, ToolCall, Usage
-from .chat_api import CONTINUE_PROMPT, ChatAPIAgent, tool_call_is_complete  # noqa: F401 (re-exported)
+from .chat_api import CONTINUE_PROMPT, ChatAPIAgent, shared_client, tool_call_is_complete  # noqa: F401 (re-exported)
 from .retry import LLMAPIError, RetryPolicy
 
 __all__ = [
@@ -38,6 +38,8 @@ CLAUDE_DEFAULT_MODEL = "claude-sonnet-4-6"
 
 CACHE = {"type": "ephemeral"}
 MAX_CACHE_BREAKPOINTS = 4
+# The environment the Anthropic client configures itself from: a client is shared per value.
+_CLIENT_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
 
 def resolve_claude_model(spec: str | None) -> str:
@@ -177,7 +179,9 @@ class AnthropicAgent(ChatAPIAgent):
             except ImportError as exc:  # pragma: no cover - a declared dependency
                 raise AgentError("the 'anthropic' package is required for --amb-model=claude") from exc
             try:
-                self._client = anthropic.Anthropic(max_retries=0, timeout=self.timeout)
+                settings = tuple(os.environ.get(k) for k in _CLIENT_ENV)  # what the SDK reads itself
+                self._client = shared_client(("anthropic", settings, self.timeout),
+                                             lambda: anthropic.Anthropic(max_retries=0, timeout=self.timeout))
             except Exception as exc:  # noqa: BLE001 - e.g. a bad ANTHROPIC_* configuration
                 hint = ""
                 if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):

@@ -10,7 +10,8 @@ every call, and the tokens spent before a failure attached to the error.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable
+import threading
+from typing import Any, Callable, Iterable
 
 from .base import Agent, Message, Reply, ToolCall, Usage
 from .retry import CallStats, LLMAPIError, RetryPolicy
@@ -21,6 +22,22 @@ CONTINUE_PROMPT = (
     "where it stopped, without repeating what you already wrote. If you were writing a tool call, "
     "make it again in full, keeping it shorter (split long code into several smaller cells)."
 )
+
+
+_CLIENTS: dict[tuple, Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def shared_client(key: tuple, make: Callable[[], Any]) -> Any:
+    """One SDK client per distinct configuration (`key`) in this process, built by `make`.
+
+    The vendors' clients are meant to be reused (thread-safe, one connection pool); building one
+    loads the CA bundle into a fresh SSL context (~60 ms of CPU), which every run paid.
+    """
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = make()
+        return _CLIENTS[key]
 
 
 def tool_call_is_complete(call: ToolCall, tools: Iterable[dict[str, Any]]) -> bool:

@@ -30,7 +30,7 @@ from typing import Any, Iterable
 from urllib.parse import urlparse
 
 from .base import AgentError, Message, ToolCall, Usage
-from .chat_api import ChatAPIAgent
+from .chat_api import ChatAPIAgent, shared_client
 from .retry import LLMAPIError, RetryPolicy
 
 __all__ = [
@@ -168,8 +168,9 @@ class OpenAIAgent(ChatAPIAgent):
                         "local OpenAI-compatible server)", kind="auth")
                 api_key = PLACEHOLDER_API_KEY
             try:
-                self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
-                                             timeout=self.timeout)
+                self._client = shared_client(
+                    ("openai", api_key, base_url, self.timeout),
+                    lambda: openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeout))
             except Exception as exc:  # noqa: BLE001
                 raise AgentError(f"cannot create the OpenAI client: {exc}") from exc
         return self._client
