@@ -3,7 +3,9 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tifffile
 
 from pytest_automedbench.data import rexmle_prepare as rp
 from pytest_automedbench.tasks import load_task_file
@@ -24,10 +26,25 @@ def isles22(root):
         touch(root / "ISLES-2022" / "derivatives" / s / "ses-0001" / f"{s}_ses-0001_msk.nii.gz")
 
 
+def cell_labels(i: int, shape=(48, 64)) -> np.ndarray:
+    """Instance labels of fixture image i: four rectangular cells (ids 3, 5, 7, 9) and one on the border."""
+    lab = np.zeros(shape, np.uint16)
+    for k, (y, x) in enumerate([(5, 5), (5, 30), (25, 10), (25, 40)]):
+        lab[y + i:y + i + 12, x:x + 14 + k] = 3 + 2 * k
+    lab[0:6, 55:64] = 11  # touches the border: not scored
+    return lab
+
+
 def cellseg(root):
+    from PIL import Image
+
     for i in range(5):
-        touch(root / "Training-labeled" / "images" / f"cell_{i:05d}.png")
-        touch(root / "Training-labeled" / "labels" / f"cell_{i:05d}_label.tiff")
+        img = root / "Training-labeled" / "images" / f"cell_{i:05d}.png"
+        img.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray((np.arange(48 * 64).reshape(48, 64) * (i + 1) % 256).astype(np.uint8)).save(img)
+        lab = root / "Training-labeled" / "labels" / f"cell_{i:05d}_label.tiff"
+        lab.parent.mkdir(parents=True, exist_ok=True)
+        tifffile.imwrite(lab, cell_labels(i))
 
 
 def panther(root):
@@ -36,12 +53,49 @@ def panther(root):
         touch(root / "PANTHER_Task1" / "LabelsTr" / f"{10 + i:05d}.mha")
 
 
+PUMA_ROI = 64  # fixture ROIs are 64 x 64 (the real ones 1024 x 1024)
+PUMA_TISSUE = ["tissue_stroma", "tissue_blood_vessel", "tissue_tumor", "tissue_epidermis", "tissue_necrosis"]
+PUMA_NUCLEI = ["nuclei_tumor", "nuclei_lymphocyte", "nuclei_plasma_cell", "nuclei_histiocyte", "nuclei_melanophage",
+               "nuclei_neutrophil", "nuclei_stroma", "nuclei_epithelium", "nuclei_endothelium", "nuclei_apoptosis"]
+
+
+def geo_feature(name: str, ring: list, kind: str = "Polygon") -> dict:
+    """A QuPath-style GeoJSON feature (as the PUMA release): class in properties.classification.name."""
+    coords = [ring] if kind == "Polygon" else ring
+    return {"type": "Feature", "geometry": {"type": kind, "coordinates": coords},
+            "properties": {"objectType": "annotation", "classification": {"name": name, "color": [0, 0, 0]}}}
+
+
+def box(x0, y0, x1, y1) -> list:
+    return [[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]]
+
+
+def puma_tissue(i: int) -> dict:
+    """Background, then one band per tissue class (every class in every ROI), shifted by the ROI index."""
+    feats = [geo_feature("tissue_white_background", box(0, 0, PUMA_ROI - 1, PUMA_ROI - 1))]
+    feats += [geo_feature(name, box(0, 12 * k + i, PUMA_ROI - 1 - i, 12 * k + i + 9))
+              for k, name in enumerate(PUMA_TISSUE)]
+    return {"type": "FeatureCollection", "features": feats}
+
+
+def puma_nuclei(i: int) -> dict:
+    """Two square nuclei (closed rings) of each of the ten classes, on a grid shifted by the ROI index."""
+    feats = []
+    for k, name in enumerate(PUMA_NUCLEI):
+        for j in range(2):
+            x, y = 4 + 6 * k + i, 10 + 30 * j
+            feats.append(geo_feature(name, box(x - 2, y - 2, x + 2, y + 2)))
+    return {"type": "FeatureCollection", "features": feats}
+
+
 def puma(root):
     for i in range(5):
         stem = f"training_set_metastatic_roi_{i:03d}"
-        touch(root / "01_training_dataset_tif_ROIs" / f"{stem}.tif")
-        touch(root / "01_training_dataset_geojson_tissue" / f"{stem}_tissue.geojson")
-        touch(root / "01_training_dataset_geojson_nuclei" / f"{stem}_nuclei.geojson")
+        roi = root / "01_training_dataset_tif_ROIs" / f"{stem}.tif"
+        roi.parent.mkdir(parents=True, exist_ok=True)
+        tifffile.imwrite(roi, np.full((PUMA_ROI, PUMA_ROI, 3), 40 * i, np.uint8))
+        touch(root / "01_training_dataset_geojson_tissue" / f"{stem}_tissue.geojson", json.dumps(puma_tissue(i)))
+        touch(root / "01_training_dataset_geojson_nuclei" / f"{stem}_nuclei.geojson", json.dumps(puma_nuclei(i)))
 
 
 def seg_a(root):
