@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tifffile
+from scipy import ndimage
 
 from pytest_automedbench.data import rexmle_prepare as rp
 from pytest_automedbench.tasks import load_task_file
@@ -121,14 +122,28 @@ def topcow(root):
             touch(root / "TopCoW2024_Data_Release" / "edg_labelsTr" / f"topcow_{m}_{i:03d}.yml")
 
 
+DENTEX_DIAGNOSES = ["Impacted", "Caries", "Periapical Lesion", "Deep Caries"]
+
+
 def dentex(root):
+    """The DENTEX release's COCO file: image ids from 1, two abnormal teeth per X-ray, 0-based category ids."""
     base = root / "training_data" / "quadrant_enumeration_disease"
-    images = [{"id": i, "file_name": f"train_{i}.png", "height": 10, "width": 20} for i in range(5)]
-    anns = [{"id": i, "image_id": i, "bbox": [1, 1, 3, 3], "category_id_1": 0} for i in range(5)]
+    images = [{"id": i + 1, "file_name": f"train_{i}.png", "height": 100, "width": 200} for i in range(5)]
+    anns = []
+    for im in images:
+        for k in range(2):
+            x, y, w, h = 20.0 + 90 * k + im["id"], 30.0, 40.0, 50.0
+            anns.append({"id": len(anns) + 1, "image_id": im["id"], "iscrowd": 0, "bbox": [x, y, w, h],
+                         "segmentation": [[x, y, x + w, y, x + w, y + h, x, y + h]], "area": w * h,
+                         "category_id_1": (im["id"] + k) % 4, "category_id_2": (im["id"] * 3 + k) % 8,
+                         "category_id_3": (im["id"] + 2 * k) % 4})
     for im in images:
         touch(base / "xrays" / im["file_name"])
-    touch(base / "train_quadrant_enumeration_disease.json", json.dumps({"images": images, "annotations": anns,
-                                                                        "categories_1": []}))
+    touch(base / "train_quadrant_enumeration_disease.json", json.dumps({
+        "images": images, "annotations": anns,
+        "categories_1": [{"id": q, "name": str(q + 1), "supercategory": str(q + 1)} for q in range(4)],
+        "categories_2": [{"id": t, "name": str(t + 1), "supercategory": str(t + 1)} for t in range(8)],
+        "categories_3": [{"id": d, "name": n, "supercategory": n} for d, n in enumerate(DENTEX_DIAGNOSES)]}))
 
 
 def ldct(root):
@@ -139,10 +154,20 @@ def ldct(root):
 
 
 def usenhance(root):
-    for organ in ("thyroid", "breast"):
+    """8-bit grayscale pairs (24 x 32): a smooth structure as the high-quality image, blurred and noisy as the low."""
+    from PIL import Image
+
+    rng = np.random.default_rng(7)
+    yy, xx = np.mgrid[0:24, 0:32]
+    for n, organ in enumerate(("thyroid", "breast")):
         for i in range(3):
-            touch(root / "train_datasets" / organ / "low_quality" / f"{i}.png", f"low {organ} {i}")
-            touch(root / "train_datasets" / organ / "high_quality" / f"{i}.png", f"high {organ} {i}")
+            blob = np.exp(-((yy - 8 - 3 * i) ** 2 + (xx - 10 - 5 * n) ** 2) / 40.0)
+            high = 40 + 150 * blob + rng.normal(0, 8, yy.shape)
+            low = ndimage.uniform_filter(high, 3) + rng.normal(0, 25, yy.shape)
+            for kind, image in (("low_quality", low), ("high_quality", high)):
+                path = root / "train_datasets" / organ / kind / f"{i}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                Image.fromarray(np.clip(image, 0, 255).astype(np.uint8)).save(path)
 
 
 FAMILIES = {  # task folder -> (fixture builder, expected test cases)
