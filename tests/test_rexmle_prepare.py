@@ -106,18 +106,30 @@ def seg_a(root):
             touch(root / centre / f"{prefix}{i}" / f"{prefix}{i}.seg.nrrd")
 
 
-def topbrain(root):
+def label_file(path: Path, volume=None) -> None:
+    """A real NIfTI label volume when `volume` is given (graders' tests), else placeholder text."""
+    if volume is None:
+        return touch(path)
+    import nibabel as nib
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nib.save(nib.Nifti1Image(np.asarray(volume, np.uint8), np.diag([0.5, 0.5, 0.8, 1.0])), str(path))
+
+
+def topbrain(root, volume=None):  # volume(i) -> label array of case i (optional)
     for i in range(5):
         touch(root / "imagesTr" / f"topbrain_ct_{i:03d}_0000.nii.gz")
-        touch(root / "labelsTr" / f"topbrain_ct_{i:03d}.nii.gz")
+        label_file(root / "labelsTr" / f"topbrain_ct_{i:03d}.nii.gz", volume and volume(i))
         touch(root / "imagesTr" / f"topbrain_mr_{i:03d}_0000.nii.gz")  # other modality: ignored
 
 
-def topcow(root):
+def topcow(root, volume=None):  # volume(i) -> label array of case i (optional)
     for i in range(5):
         for m in ("ct", "mr"):
             touch(root / "TopCoW2024_Data_Release" / "imagesTr" / f"topcow_{m}_{i:03d}_0000.nii.gz")
-            touch(root / "TopCoW2024_Data_Release" / "cow_seg_labelsTr" / f"topcow_{m}_{i:03d}.nii.gz")
+            label_file(root / "TopCoW2024_Data_Release" / "cow_seg_labelsTr" / f"topcow_{m}_{i:03d}.nii.gz",
+                       volume and volume(i))
             touch(root / "TopCoW2024_Data_Release" / "roi_loc_labelsTr" / f"topcow_{m}_{i:03d}.txt")
             touch(root / "TopCoW2024_Data_Release" / "edg_labelsTr" / f"topcow_{m}_{i:03d}.yml")
 
