@@ -322,6 +322,33 @@ def test_segmentation_metric_reads_2d_nifti(tmp_path):
     assert r.n_valid == 1 and r.completion_rate == pytest.approx(1 / 5) and r.score == pytest.approx(0.5)
 
 
+def test_segmentation_dice_in_label_boxes_equals_whole_volume_dice(tmp_path):
+    """Per-target Dice is computed inside the union of the two labels' boxes: same value as MONAI on
+    the whole (Fortran-ordered, as NIfTI gives it) volume, including absent and one-sided labels."""
+    rng = np.random.default_rng(7)
+    ref = np.zeros((23, 31, 17), np.uint8)
+    ref[2:9, 4:20, 3:8] = 1
+    ref[15:20, 1:5, 10:16] = 2
+    ref[rng.random(ref.shape) < 0.02] = 4
+    pred = ref.copy()
+    pred[rng.random(ref.shape) < 0.1] = 0
+    pred[5:12, 18:25, 6:9] = 1  # overlaps a different region of label 1
+    pred[pred == 2] = 0
+    pred[0:3, 0:3, 0:3] = 3  # label 3 only in the prediction
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "out").mkdir()
+    nib.save(nib.Nifti1Image(ref, np.eye(4)), str(tmp_path / "labels" / "c.nii.gz"))
+    nib.save(nib.Nifti1Image(pred, np.eye(4)), str(tmp_path / "out" / "c.nii.gz"))
+    targets = [SimpleNamespace(name=f"t{k}", label=k, positive_only=False) for k in (1, 2, 3, 4, 5)]
+    r = segmentation.evaluate(SimpleNamespace(metric=SimpleNamespace(targets=targets)), tmp_path / "out",
+                              tmp_path, tmp_path)
+    got = r.per_case["c"]
+    for k in (1, 2, 3, 4):
+        assert got[f"t{k}"] == pytest.approx(segmentation.dice(pred == k, ref == k), abs=1e-7), k
+    assert got["t2"] == 0.0 and got["t3"] == 0.0 and got["t5"] == 1.0  # absent from both: 1
+    assert 0 < got["t1"] < 1 and 0 < got["t4"] < 1
+
+
 def test_metric_modules_registered():
     for track in ("vqa", "report", "detection"):
         assert hasattr(metric_module(track), "evaluate")

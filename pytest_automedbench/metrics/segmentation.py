@@ -65,6 +65,33 @@ def dice(pred: np.ndarray, ref: np.ndarray) -> float:
     return float(value)
 
 
+def label_boxes(*volumes: np.ndarray) -> list[dict[int, tuple[slice, ...]]]:
+    """Per volume, each positive label's bounding box (one pass with scipy's find_objects).
+
+    Scoring a small structure inside its box instead of the whole volume is what makes many-class
+    tasks (TopBrain: 40 vessel classes in 512 x 512 x 200) take seconds, not minutes.
+    """
+    from scipy import ndimage
+
+    out = []
+    for v in volumes:
+        labels = v if np.issubdtype(v.dtype, np.integer) else v.astype(np.int64)
+        if labels.size and not np.issubdtype(labels.dtype, np.unsignedinteger):
+            labels = np.clip(labels, 0, None)  # find_objects counts labels from 1
+        # find_objects walks memory in C order: a Fortran-ordered NIfTI array goes in transposed
+        # (a view), 6x faster, and its boxes come back with the axes reversed.
+        flip = labels.flags.f_contiguous and not labels.flags.c_contiguous
+        boxes = ndimage.find_objects(labels.T if flip else labels) if labels.size else []
+        out.append({i + 1: (b[::-1] if flip else b) for i, b in enumerate(boxes) if b is not None})
+    return out
+
+
+def union_box(a: tuple[slice, ...] | None, b: tuple[slice, ...] | None) -> tuple[slice, ...]:
+    if a is None or b is None:
+        return a if b is None else b
+    return tuple(slice(min(x.start, y.start), max(x.stop, y.stop)) for x, y in zip(a, b))
+
+
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     targets = task.metric.targets
     allowed = {0} | {t.label for t in targets}
@@ -85,10 +112,16 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
             continue
         result.n_valid += 1
         scores = {}
+        boxes = label_boxes(ref, pred)
         for t in targets:
-            if t.positive_only and not (ref == t.label).any():
+            ref_box, pred_box = boxes[0].get(t.label), boxes[1].get(t.label)
+            if t.positive_only and ref_box is None:
                 continue
-            scores[t.name] = dice(pred == t.label, ref == t.label)
+            if ref_box is None and pred_box is None:
+                scores[t.name] = 1.0  # nothing to find, nothing found (as dice() says)
+            else:  # Dice inside the union of the two boxes equals Dice over the whole volume
+                box = union_box(ref_box, pred_box)
+                scores[t.name] = dice(pred[box] == t.label, ref[box] == t.label)
             per_target[t.name].append(scores[t.name])
         result.per_case[case] = scores
     known = {f"{c}{NIFTI_SUFFIX}" for c in cases}
