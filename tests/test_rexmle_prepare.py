@@ -3,6 +3,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pytest_automedbench.data import rexmle_prepare as rp
@@ -14,6 +15,16 @@ SUITE = Path(__file__).resolve().parent.parent / "task_suites" / "rexmle"
 def touch(path: Path, text: str | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text if text is not None else f"content of {path.name}")
+
+
+def write_volume(path: Path, array: np.ndarray, spacing=(0.8, 0.8, 2.0)) -> None:
+    """A MetaImage / NRRD volume (SimpleITK picks the writer by suffix); array (z, y, x), spacing (x, y, z) mm."""
+    import SimpleITK as sitk
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img = sitk.GetImageFromArray(array)
+    img.SetSpacing(spacing)
+    sitk.WriteImage(img, str(path))
 
 
 def isles22(root):
@@ -31,9 +42,15 @@ def cellseg(root):
 
 
 def panther(root):
+    """MRI-like volumes (8 x 10 x 12) with labels 2 = pancreas and 1 = tumour, the tumour placed per case."""
+    rng = np.random.default_rng(0)
     for i in range(5):
-        touch(root / "PANTHER_Task1" / "ImagesTr" / f"{10 + i:05d}_0000.mha")
-        touch(root / "PANTHER_Task1" / "LabelsTr" / f"{10 + i:05d}.mha")
+        label = np.zeros((8, 10, 12), np.uint8)
+        label[1:7, 2:8, 1:11] = 2
+        label[2:5, 3:6, 1 + i:5 + i] = 1
+        write_volume(root / "PANTHER_Task1" / "ImagesTr" / f"{10 + i:05d}_0000.mha",
+                     rng.integers(0, 1000, label.shape).astype(np.int16))
+        write_volume(root / "PANTHER_Task1" / "LabelsTr" / f"{10 + i:05d}.mha", label)
 
 
 def puma(root):
@@ -45,10 +62,15 @@ def puma(root):
 
 
 def seg_a(root):
-    for centre, prefix in (("Dongyang", "D"), ("KiTS", "K"), ("Rider", "R")):
+    """CTA-like volumes (12 x 10 x 10) with a binary vessel (a tube along z) placed per case."""
+    rng = np.random.default_rng(1)
+    for k, (centre, prefix) in enumerate((("Dongyang", "D"), ("KiTS", "K"), ("Rider", "R"))):
         for i in (1, 2):
-            touch(root / centre / f"{prefix}{i}" / f"{prefix}{i}.nrrd")
-            touch(root / centre / f"{prefix}{i}" / f"{prefix}{i}.seg.nrrd")
+            label = np.zeros((12, 10, 10), np.uint8)
+            label[1:11, 2 + k:5 + k, 2 * i:2 * i + 3] = 1
+            write_volume(root / centre / f"{prefix}{i}" / f"{prefix}{i}.nrrd",
+                         rng.integers(-1000, 1000, label.shape).astype(np.int16))
+            write_volume(root / centre / f"{prefix}{i}" / f"{prefix}{i}.seg.nrrd", label)
 
 
 def topbrain(root):
@@ -58,13 +80,27 @@ def topbrain(root):
         touch(root / "imagesTr" / f"topbrain_mr_{i:03d}_0000.nii.gz")  # other modality: ignored
 
 
+def roi_txt(i: int, m: str) -> str:
+    """A roi_loc_labelsTr box, different for every case."""
+    return (f"--- ROI Meta Data ---\nSize (Voxels): {60 + i} {50 + 2 * i} {30 + (m == 'mr')}\n"
+            f"Location (Voxels): {100 + i} {90 - i} {70 + 3 * i}\n")
+
+
+def edg_yml(i: int, m: str) -> str:
+    """An edg_labelsTr variant file, different for every case of a modality."""
+    ant = [(i >> b) & 1 for b in range(4)]
+    pos = [1, (i + (m == "mr")) % 2, 1, (i >> 1) & 1]
+    return ("anterior:\n" + "".join(f"    {k}: {v}\n" for k, v in zip(("L-A1", "Acom", "3rd-A2", "R-A1"), ant))
+            + "posterior:\n" + "".join(f"    {k}: {v}\n" for k, v in zip(("L-Pcom", "L-P1", "R-P1", "R-Pcom"), pos)))
+
+
 def topcow(root):
     for i in range(5):
         for m in ("ct", "mr"):
             touch(root / "TopCoW2024_Data_Release" / "imagesTr" / f"topcow_{m}_{i:03d}_0000.nii.gz")
             touch(root / "TopCoW2024_Data_Release" / "cow_seg_labelsTr" / f"topcow_{m}_{i:03d}.nii.gz")
-            touch(root / "TopCoW2024_Data_Release" / "roi_loc_labelsTr" / f"topcow_{m}_{i:03d}.txt")
-            touch(root / "TopCoW2024_Data_Release" / "edg_labelsTr" / f"topcow_{m}_{i:03d}.yml")
+            touch(root / "TopCoW2024_Data_Release" / "roi_loc_labelsTr" / f"topcow_{m}_{i:03d}.txt", roi_txt(i, m))
+            touch(root / "TopCoW2024_Data_Release" / "edg_labelsTr" / f"topcow_{m}_{i:03d}.yml", edg_yml(i, m))
 
 
 def dentex(root):
