@@ -19,6 +19,16 @@ def touch(path: Path, text: str | None = None) -> None:
     path.write_text(text if text is not None else f"content of {path.name}")
 
 
+def write_volume(path: Path, array: np.ndarray, spacing=(0.8, 0.8, 2.0)) -> None:
+    """A MetaImage / NRRD volume (SimpleITK picks the writer by suffix); array (z, y, x), spacing (x, y, z) mm."""
+    import SimpleITK as sitk
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img = sitk.GetImageFromArray(array)
+    img.SetSpacing(spacing)
+    sitk.WriteImage(img, str(path))
+
+
 def isles22(root):
     for i in range(1, 6):
         s = f"sub-strokecase{i:04d}"
@@ -49,9 +59,15 @@ def cellseg(root):
 
 
 def panther(root):
+    """MRI-like volumes (8 x 10 x 12) with labels 2 = pancreas and 1 = tumour, the tumour placed per case."""
+    rng = np.random.default_rng(0)
     for i in range(5):
-        touch(root / "PANTHER_Task1" / "ImagesTr" / f"{10 + i:05d}_0000.mha")
-        touch(root / "PANTHER_Task1" / "LabelsTr" / f"{10 + i:05d}.mha")
+        label = np.zeros((8, 10, 12), np.uint8)
+        label[1:7, 2:8, 1:11] = 2
+        label[2:5, 3:6, 1 + i:5 + i] = 1
+        write_volume(root / "PANTHER_Task1" / "ImagesTr" / f"{10 + i:05d}_0000.mha",
+                     rng.integers(0, 1000, label.shape).astype(np.int16))
+        write_volume(root / "PANTHER_Task1" / "LabelsTr" / f"{10 + i:05d}.mha", label)
 
 
 PUMA_ROI = 64  # fixture ROIs are 64 x 64 (the real ones 1024 x 1024)
@@ -100,10 +116,15 @@ def puma(root):
 
 
 def seg_a(root):
-    for centre, prefix in (("Dongyang", "D"), ("KiTS", "K"), ("Rider", "R")):
+    """CTA-like volumes (12 x 10 x 10) with a binary vessel (a tube along z) placed per case."""
+    rng = np.random.default_rng(1)
+    for k, (centre, prefix) in enumerate((("Dongyang", "D"), ("KiTS", "K"), ("Rider", "R"))):
         for i in (1, 2):
-            touch(root / centre / f"{prefix}{i}" / f"{prefix}{i}.nrrd")
-            touch(root / centre / f"{prefix}{i}" / f"{prefix}{i}.seg.nrrd")
+            label = np.zeros((12, 10, 10), np.uint8)
+            label[1:11, 2 + k:5 + k, 2 * i:2 * i + 3] = 1
+            write_volume(root / centre / f"{prefix}{i}" / f"{prefix}{i}.nrrd",
+                         rng.integers(-1000, 1000, label.shape).astype(np.int16))
+            write_volume(root / centre / f"{prefix}{i}" / f"{prefix}{i}.seg.nrrd", label)
 
 
 def label_file(path: Path, volume=None) -> None:
@@ -124,14 +145,28 @@ def topbrain(root, volume=None):  # volume(i) -> label array of case i (optional
         touch(root / "imagesTr" / f"topbrain_mr_{i:03d}_0000.nii.gz")  # other modality: ignored
 
 
+def roi_txt(i: int, m: str) -> str:
+    """A roi_loc_labelsTr box, different for every case."""
+    return (f"--- ROI Meta Data ---\nSize (Voxels): {60 + i} {50 + 2 * i} {30 + (m == 'mr')}\n"
+            f"Location (Voxels): {100 + i} {90 - i} {70 + 3 * i}\n")
+
+
+def edg_yml(i: int, m: str) -> str:
+    """An edg_labelsTr variant file, different for every case of a modality."""
+    ant = [(i >> b) & 1 for b in range(4)]
+    pos = [1, (i + (m == "mr")) % 2, 1, (i >> 1) & 1]
+    return ("anterior:\n" + "".join(f"    {k}: {v}\n" for k, v in zip(("L-A1", "Acom", "3rd-A2", "R-A1"), ant))
+            + "posterior:\n" + "".join(f"    {k}: {v}\n" for k, v in zip(("L-Pcom", "L-P1", "R-P1", "R-Pcom"), pos)))
+
+
 def topcow(root, volume=None):  # volume(i) -> label array of case i (optional)
     for i in range(5):
         for m in ("ct", "mr"):
             touch(root / "TopCoW2024_Data_Release" / "imagesTr" / f"topcow_{m}_{i:03d}_0000.nii.gz")
             label_file(root / "TopCoW2024_Data_Release" / "cow_seg_labelsTr" / f"topcow_{m}_{i:03d}.nii.gz",
                        volume and volume(i))
-            touch(root / "TopCoW2024_Data_Release" / "roi_loc_labelsTr" / f"topcow_{m}_{i:03d}.txt")
-            touch(root / "TopCoW2024_Data_Release" / "edg_labelsTr" / f"topcow_{m}_{i:03d}.yml")
+            touch(root / "TopCoW2024_Data_Release" / "roi_loc_labelsTr" / f"topcow_{m}_{i:03d}.txt", roi_txt(i, m))
+            touch(root / "TopCoW2024_Data_Release" / "edg_labelsTr" / f"topcow_{m}_{i:03d}.yml", edg_yml(i, m))
 
 
 DENTEX_DIAGNOSES = ["Impacted", "Caries", "Periapical Lesion", "Deep Caries"]
