@@ -30,6 +30,21 @@ def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[float
     return out
 
 
+# pytest plugins every user of this one has: itself, pytest-xdist, and anyio's (a dependency of the SDKs).
+OWN_PLUGINS = {"automedbench", "xdist", "xdist.looponfail", "anyio"}
+
+
+def unrelated_plugins() -> list[str]:
+    """Entry-point names of the other installed pytest plugins (each loads in every xdist worker)."""
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group="pytest11")} - OWN_PLUGINS)
+
+
+def without_plugins(names: list[str]) -> list[str]:
+    return [arg for name in names for arg in ("-p", f"no:{name}")]
+
+
 def timed_pytest(args: list[str], cwd: Path, env: dict, what: str) -> float:
     """Wall-clock seconds of one `python -m pytest ARGS` session; a failing session stops the script."""
     started = time.perf_counter()

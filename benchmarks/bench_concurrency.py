@@ -2,6 +2,7 @@
 delay) with pytest-xdist -n 1, 2, 4, 8; speed-up against -n 1.
 
     python benchmarks/bench_concurrency.py [--runs 16] [--delay 5.0] [--workers 1,2,4,8] [--task light|tiny-seg]
+                                           [--plugins all|own]
 
 Each run is a real `openai:` agent through the SDK against the loopback mock: it asks once
 (the mock answers with one cell after --delay seconds), runs the cell, asks again (the mock
@@ -9,7 +10,10 @@ answers submit_results after --delay seconds). Target: -n 8 gives at least 6x th
 -n 1 on a 2-core machine.
 
 --task light (default) is a classification task whose cell and scorer need no heavy library, so
-the figure is the harness's own concurrency; --task tiny-seg scores with MONAI, whose import
+the figure is the harness's own concurrency;
+--plugins own disables the other installed pytest plugins (e.g. hypothesis, pytest-benchmark), which
+every xdist worker otherwise imports too; `all` (default) keeps the environment as installed.
+ --task tiny-seg scores with MONAI, whose import
 (torch + MONAI, ~3.5 CPU-seconds) every pytest-xdist worker pays once: on 2 cores that start-up
 is what limits -n 8.
 """
@@ -23,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import record, show, timed_pytest  # noqa: E402
+from _common import record, show, timed_pytest, unrelated_plugins, without_plugins  # noqa: E402
 
 from pytest_automedbench.testing import MockLLMServer  # noqa: E402
 
@@ -59,8 +63,8 @@ def responder(delay: float, cell: str):
     return answer
 
 
-def session(root: Path, workers: int, runs: int, env: dict) -> float:
-    args = ["suite", "-q", "-p", "no:cacheprovider", "--amb-model=openai:bench-model",
+def session(root: Path, workers: int, runs: int, env: dict, plugins_off: list[str]) -> float:
+    args = ["suite", "-q", "-p", "no:cacheprovider", *without_plugins(plugins_off), "--amb-model=openai:bench-model",
             f"--amb-repeats={runs}", f"--amb-runs-dir={root / 'runs'}", f"--amb-report-dir={root / 'reports'}"]
     if workers > 1:
         args += ["-n", str(workers)]
@@ -73,8 +77,11 @@ def main() -> int:
     ap.add_argument("--delay", type=float, default=5.0)
     ap.add_argument("--workers", default="1,2,4,8")
     ap.add_argument("--task", choices=["light", "tiny-seg"], default="light")
+    ap.add_argument("--plugins", choices=["all", "own"], default="all")
     args = ap.parse_args()
-    figures: dict = {"runs": args.runs, "delay_s": args.delay, "task": args.task, "sessions": {}}
+    off = unrelated_plugins() if args.plugins == "own" else []
+    figures: dict = {"runs": args.runs, "delay_s": args.delay, "task": args.task, "plugins_disabled": off,
+                     "sessions": {}}
     cell = LIGHT_CELL if args.task == "light" else CELL
     with tempfile.TemporaryDirectory() as tmp, MockLLMServer([], responder=responder(args.delay, cell)) as server:
         root = Path(tmp)
@@ -85,11 +92,12 @@ def main() -> int:
         env = {**os.environ, "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "bench",
                "AMB_DATA_DIR": str(root / "data"),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(root / "suite"), os.environ.get("PYTHONPATH")]))}
-        session(root, 1, 1, env)  # prepare the data once, outside the timings
-        print(f"{args.runs} runs of the {args.task} task, LLM reply delay {args.delay:.2f} s (two replies per run)")
+        session(root, 1, 1, env, off)  # prepare the data once, outside the timings
+        print(f"{args.runs} runs of the {args.task} task, LLM reply delay {args.delay:.2f} s (two replies per run)"
+              + (f"; other pytest plugins disabled: {', '.join(off)}" if off else ""))
         base = None
         for n in (int(w) for w in args.workers.split(",")):
-            wall = session(root, n, args.runs, env)
+            wall = session(root, n, args.runs, env, off)
             base = base or wall
             show(f"-n {n}: wall", wall)
             show(f"-n {n}: speed-up against -n 1" + (" (target >= 6 at -n 8)" if n == 8 else ""), base / wall, "x")
