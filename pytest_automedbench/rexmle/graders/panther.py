@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult
+from ...metrics.base import TrackResult
 from ...metrics.segmentation import label_set
-from .volumes import (Volume, case_ids, dice, mean_surface_distance, read_labels, read_volume, robust_hausdorff,
+from .volumes import (Volume, dice, grade_cases, mean_surface_distance, read_labels, robust_hausdorff,
                       surface_dice, surfaces)
 
 SUFFIX = ".mha"
@@ -96,30 +96,12 @@ def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
 
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     """Grade every reference case in private/labels against outputs/<case>.mha (see the module docstring)."""
-    refs = private / "labels"
-    cases = case_ids(refs, SUFFIX)
-    result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
-    all_rows, valid_rows = [], []
-    for case in cases:
-        ref = read_volume(refs / f"{case}{SUFFIX}")
-        if isinstance(ref, str):
-            raise RuntimeError(f"reference label {case}{SUFFIX}: {ref}")  # the harness's data, not the agent's
-        path = outputs / f"{case}{SUFFIX}"
-        pred = read_labels(path, ref) if path.is_file() else "missing file"
-        if not isinstance(pred, str):
-            pred = tumour_mask(pred.array)
-        if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
-            all_rows.append(missing_case(ref))
-            continue
-        row = case_metrics(pred, ref.array == TUMOUR, ref.spacing)
-        result.n_valid += 1
-        result.per_case[case] = row
-        all_rows.append(row)
-        valid_rows.append(row)
-    known = {f"{c}{SUFFIX}" for c in cases}
-    result.extra_files = sorted(p.name for p in outputs.glob("*") if p.is_file() and p.name not in known)
-    result.case_errors += [CaseError(name, "extra file: no such case") for name in result.extra_files]
+    def score_case(ref: Volume, path: Path) -> dict[str, float] | str:
+        pred = read_labels(path, ref)
+        pred = pred if isinstance(pred, str) else tumour_mask(pred.array)
+        return pred if isinstance(pred, str) else case_metrics(pred, ref.array == TUMOUR, ref.spacing)
+
+    result, all_rows, valid_rows = grade_cases(outputs, private, SUFFIX, score_case, missing_case)
     valid = aggregate(valid_rows)
     result.score = valid.get("dsc", 0.0)
     result.components = {k: valid[k] for k in ("dsc", "msd")} if valid else {}

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult
-from .volumes import case_ids, dice, hausdorff, read_labels, read_volume, surfaces
+from ...metrics.base import TrackResult
+from .volumes import Volume, dice, grade_cases, hausdorff, read_labels, surfaces
 
 SUFFIX = ".seg.nrrd"
 
@@ -57,28 +57,13 @@ def aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
 
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     """Grade every reference case in private/labels against outputs/<case>.seg.nrrd (see the module docstring)."""
-    refs = private / "labels"
-    cases = case_ids(refs, SUFFIX)
-    result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
-    all_rows, valid_rows = [], []
-    for case in cases:
-        ref = read_volume(refs / f"{case}{SUFFIX}")
-        if isinstance(ref, str):
-            raise RuntimeError(f"reference label {case}{SUFFIX}: {ref}")  # the harness's data, not the agent's
-        path = outputs / f"{case}{SUFFIX}"
-        pred = read_labels(path, ref, allowed={0, 1}) if path.is_file() else "missing file"
-        if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
-            all_rows.append({"dsc": 0.0, "hd": ref.diagonal_mm})
-            continue
-        row = case_metrics(pred.array > 0, ref.array > 0, ref.spacing, ref.diagonal_mm)
-        result.n_valid += 1
-        result.per_case[case] = row
-        all_rows.append(row)
-        valid_rows.append(row)
-    known = {f"{c}{SUFFIX}" for c in cases}
-    result.extra_files = sorted(p.name for p in outputs.glob("*") if p.is_file() and p.name not in known)
-    result.case_errors += [CaseError(name, "extra file: no such case") for name in result.extra_files]
+    def score_case(ref: Volume, path: Path) -> dict[str, float] | str:
+        pred = read_labels(path, ref, allowed={0, 1})
+        return pred if isinstance(pred, str) else case_metrics(pred.array > 0, ref.array > 0, ref.spacing,
+                                                               ref.diagonal_mm)
+
+    result, all_rows, valid_rows = grade_cases(outputs, private, SUFFIX, score_case,
+                                               lambda ref: {"dsc": 0.0, "hd": ref.diagonal_mm})
     valid = aggregate(valid_rows)
     result.score = valid.get("dsc_50pc", 0.0)
     result.components = {"dsc_50pc": valid["dsc_50pc"]} if valid else {}
