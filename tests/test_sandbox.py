@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -182,6 +184,41 @@ def test_cells_are_born_inside_the_cap_through_one_launcher(bwrap, folders, monk
         if bwrap == "0":
             assert f"pids:/{group.name}" in r.stdout
     assert not group.exists()
+
+
+HARNESS = """
+import sys, tempfile
+from pathlib import Path
+from pytest_automedbench.sandbox.local import LocalSandbox
+from pytest_automedbench.sandbox.base import SandboxConfig
+d = Path(tempfile.mkdtemp())
+(d / "pub").mkdir(); (d / "ws").mkdir()
+sb = LocalSandbox(SandboxConfig(public_dir=d / "pub", workspace_dir=d / "ws", max_processes=20))
+sb.start()
+print(sb._cgroup, flush=True)
+sb.exec("import time; time.sleep(300)", timeout=600)
+"""
+
+
+@needs_pids_cgroup
+@needs_bwrap
+def test_cells_die_with_a_killed_harness():
+    """SIGKILL the harness mid-cell: the launcher follows it and bubblewrap takes the cell down."""
+    harness = subprocess.Popen([sys.executable, "-c", HARNESS], stdout=subprocess.PIPE, text=True)
+    procs = Path(harness.stdout.readline().strip()) / "cgroup.procs"
+    for _ in range(100):  # the launcher, prlimit/bwrap and the cell's python
+        if len(procs.read_text().split()) >= 3:
+            break
+        time.sleep(0.05)
+    assert len(procs.read_text().split()) >= 3
+    harness.kill()
+    harness.wait()
+    for _ in range(100):
+        if not procs.read_text().split():
+            break
+        time.sleep(0.05)
+    assert procs.read_text().split() == []
+    procs.parent.rmdir()
 
 
 @pytest.mark.parametrize("backend", ["local", "docker"])

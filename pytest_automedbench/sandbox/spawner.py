@@ -80,7 +80,7 @@ class Launcher:
     def __init__(self, cgroup: Path, env: dict[str, str]):
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
-            self.proc = subprocess.Popen([sys.executable, "-I", "-S", __file__, str(theirs.fileno())],
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", __file__, str(theirs.fileno()), str(os.getpid())],
                                          pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -137,7 +137,21 @@ class Launcher:
             self.proc.wait()
 
 
+def _die_with(parent: int) -> None:
+    """SIGKILL this launcher when the harness dies (even by SIGKILL), so cells die too: bubblewrap's
+    --die-with-parent then ends each cell's sandbox. (The signal follows the harness thread that
+    started the launcher: the one running the sandbox.)"""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the harness died before the line above
+        os._exit(1)
+
+
 if __name__ == "__main__":
     control = int(sys.argv[1])
     os.set_inheritable(control, False)  # never handed on to a cell
+    _die_with(int(sys.argv[2]))
     _serve(socket.socket(fileno=control))
