@@ -109,3 +109,22 @@ def pytest_amb_track_metric(track, config):
     r = pytester.runpytest("suite", "-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)
     assert read_results(pytester)["runs"][0]["task_metrics"]["value"] == 0.5
+
+
+def test_end_of_session_collections_run_on_a_frozen_heap(tiny_suite, pytester, monkeypatch):
+    """pytest's five end-of-session gc passes walk only what the session left after one collection of
+    ours (the heap is frozen for them), and the heap is unfrozen once the session is over."""
+    import gc
+
+    import _pytest.unraisableexception as unraisable
+
+    seen = []
+    real = unraisable.gc_collect_harder
+    monkeypatch.setattr(unraisable, "gc_collect_harder", lambda n: (seen.append(gc.get_freeze_count()), real(n)))
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    assert seen and seen[-1] > 0
+    assert gc.get_freeze_count() == 0
+    seen.clear()
+    pytester.runpytest("suite", "--collect-only", "-p", "no:cacheprovider")  # no run: nothing frozen
+    assert seen == [0]
