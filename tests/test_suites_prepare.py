@@ -111,3 +111,35 @@ def test_unprepared_tasks_are_skipped_with_the_command(pytester, tmp_path):
 def test_collect_only_lists_every_task_and_tier(pytester):
     r = pytester.runpytest(str(SUITE), "--collect-only", "-q", "--amb-tier=all")
     r.stdout.fnmatch_lines([f"{len(TASKS) * 3} tests collected*"])
+
+
+def test_checksums_are_verified_once_per_xdist_session(tmp_path, monkeypatch):
+    """The first worker of a session hashes the data; the others trust its stamp while no file's size
+    or mtime changes; another session, or a changed file, is hashed again."""
+    import pytest_automedbench.data as data_mod
+
+    task = load_task_file(TASKS["bccd"])
+    source = build_fixture(task, tmp_path / "download")
+    assert cli(["prepare", "bccd", "--source", str(source), "--data-dir", str(tmp_path / "d"),
+                "--suites", str(SUITE)]) == 0
+    data = task_data(task, tmp_path / "d")
+    hashed = []
+    real = data_mod.verify_manifest
+    monkeypatch.setattr(data_mod, "verify_manifest", lambda d: hashed.append(d.root) or real(d))
+
+    def worker(session: str):
+        data_mod._VERIFIED.discard(data.root)  # a fresh worker process
+        monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", session)
+        return data_mod.ensure_prepared(task, tmp_path / "d")
+
+    worker("run-1")
+    worker("run-1")
+    worker("run-1")
+    assert len(hashed) == 1
+    worker("run-2")
+    assert len(hashed) == 2
+    boxes = data.private / "boxes.json"
+    boxes.write_text("{}")  # corrupted between two workers of the same session
+    with pytest.raises(data_mod.DataCorrupted, match="boxes.json changed"):
+        worker("run-2")
+    assert len(hashed) == 3

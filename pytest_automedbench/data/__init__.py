@@ -24,6 +24,7 @@ from ..tasks import LoadedTask
 
 STAMP = "prepared.json"
 MANIFEST = "manifest.json"
+SESSION_STAMP = "verified.json"  # which pytest-xdist session verified the checksums, and the files' stats then
 _VERIFIED: set[Path] = set()  # data roots whose checksums were verified in this process
 
 
@@ -86,17 +87,19 @@ def ensure_prepared(task: LoadedTask, data_dir: Path) -> TaskData:
     """The task's data, preparing a demo task on first use. Raises DataNotPrepared otherwise."""
     data = task_data(task, data_dir)
     if is_prepared(task, data_dir):
-        if data.root not in _VERIFIED:
-            problems = verify_manifest(data)
-            if problems and task.spec.data.needs_source:
-                raise DataCorrupted(f"data for {task.spec.id} failed its checksum check ({'; '.join(problems[:3])}"
-                                    f"{'; ...' if len(problems) > 3 else ''}): run `{prepare_command(task)}` again")
-            if not problems:
-                _VERIFIED.add(data.root)
-                return data
-            # A demo task is simply rebuilt below.
-        else:
+        if data.root in _VERIFIED:
             return data
+        with FileLock(str(data.root) + ".lock"):  # one worker of a session hashes; the others wait for it
+            problems = [] if verified_this_session(data) else verify_manifest(data)
+            if not problems:
+                record_session_verified(data)
+        if problems and task.spec.data.needs_source:
+            raise DataCorrupted(f"data for {task.spec.id} failed its checksum check ({'; '.join(problems[:3])}"
+                                f"{'; ...' if len(problems) > 3 else ''}): run `{prepare_command(task)}` again")
+        if not problems:
+            _VERIFIED.add(data.root)
+            return data
+        # A demo task is simply rebuilt below.
     if task.spec.data.needs_source:
         hint = f" ({task.spec.data.download})" if task.spec.data.download else ""
         raise DataNotPrepared(f"data for {task.spec.id} is not prepared: download the dataset{hint}, "
@@ -125,6 +128,43 @@ def checksums(root: Path) -> dict[str, str]:
             if path.is_file():
                 out[path.relative_to(root).as_posix()] = file_digest(path)
     return out
+
+
+def file_stats(data: TaskData) -> dict[str, list[int]]:
+    """Size and mtime of every file under public/ and private/ (a stat walk: no reading)."""
+    out = {}
+    for side in ("public", "private"):
+        for path in sorted((data.root / side).rglob("*")):
+            if path.is_file():
+                st = path.stat()
+                out[path.relative_to(data.root).as_posix()] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def verified_this_session(data: TaskData) -> bool:
+    """True when another pytest-xdist worker of this session verified the checksums and no file has
+    changed size or mtime since: the data is hashed once per session, not once per worker (a real
+    CT suite is gigabytes)."""
+    session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not session:
+        return False
+    try:
+        stamp = json.loads((data.root / SESSION_STAMP).read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp.get("testrunuid") == session and stamp.get("files") == file_stats(data)
+
+
+def record_session_verified(data: TaskData) -> None:
+    session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not session:
+        return
+    tmp = data.root / f".{SESSION_STAMP}.{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps({"testrunuid": session, "files": file_stats(data)}))
+        os.replace(tmp, data.root / SESSION_STAMP)
+    except OSError:  # a read-only data folder: every worker verifies, as without the stamp
+        tmp.unlink(missing_ok=True)
 
 
 def verify_manifest(data: TaskData) -> list[str]:
