@@ -8,7 +8,8 @@ applied); Task = score x completion_rate is computed by scoring.py, not here.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 
 # Problems that mean "not submitted" (lower completion) rather than "submitted in a broken format".
@@ -47,9 +48,24 @@ class TrackResult:
         """At least one case submitted and no submitted case in a broken format ("missing ..." is not broken)."""
         return self.n_valid > 0 and not any(not e.problem.startswith("missing") for e in self.case_errors)
 
+    def flag_extra_files(self, entries: Iterable[str], known: set[str], what: str = "case") -> None:
+        """Record every submitted entry that matches no case as an extra file and a case error."""
+        self.extra_files = sorted(n for n in entries if n not in known)
+        self.case_errors += [CaseError(n, f"extra file: no such {what}") for n in self.extra_files]
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["case_errors"] = [str(e) for e in self.case_errors]
         d["completion_rate"] = self.completion_rate
         d["format_valid"] = self.format_valid
         return d
+
+
+def output_files(outputs: Path) -> list[str]:
+    """Names of the files directly in outputs/ (folders are not looked at)."""
+    return [p.name for p in outputs.glob("*") if p.is_file()]
+
+
+def visible_entries(outputs: Path) -> list[str]:
+    """Names of everything in outputs/ but hidden entries (editor or notebook droppings)."""
+    return [p.name for p in outputs.iterdir() if not p.name.startswith(".")] if outputs.is_dir() else []

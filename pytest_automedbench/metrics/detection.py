@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import CaseError, TrackResult
+from .base import CaseError, TrackResult, output_files
 
 
 def check_boxes(items: Any, classes: list[str]) -> str | None:
@@ -103,10 +103,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
             continue
         submitted[image_id] = items
     result.n_valid = len(submitted)
-    known = {f"{i}.json" for i in gt}
-    for name in sorted(p.name for p in outputs.glob("*") if p.is_file() and p.name not in known):
-        result.extra_files.append(name)
-        result.case_errors.append(CaseError(name, "extra file: no such image"))
+    result.flag_extra_files(output_files(outputs), {f"{i}.json" for i in gt}, what="image")
     if submitted:
         max_dets = int(task.metric.params.get("max_detections", 100))
         result.score, result.components = coco_map({i: gt[i] for i in submitted}, submitted, classes, max_dets)

@@ -22,7 +22,7 @@ from typing import Callable
 import nibabel as nib
 import numpy as np
 
-from .base import CaseError, TrackResult
+from .base import CaseError, TrackResult, visible_entries
 from .volumes import NIFTI_SUFFIX, psnr, read_float_image, resample_like, ssim
 
 
@@ -133,12 +133,7 @@ def score_images(task, outputs: Path, private: Path, public: Path,
         ssims.append(s)
         psnrs.append(p)
         result.per_case[case] = {"ssim": s, "psnr": p}
-    known = {expected_entry(c) for c in cases}
-    # Hidden entries (editor or notebook droppings) are not submissions.
-    entries = [p.name for p in outputs.iterdir() if not p.name.startswith(".")] if outputs.is_dir() else []
-    result.extra_files = sorted(n for n in entries if n not in known)
-    for name in result.extra_files:
-        result.case_errors.append(CaseError(name, "extra file: no such case"))
+    result.flag_extra_files(visible_entries(outputs), {expected_entry(c) for c in cases})
     if ssims:
         result.components = {"ssim": float(np.mean(ssims))}
         result.score = float(np.clip(np.mean(ssims), 0.0, 1.0))

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from monai.metrics import DiceMetric
 
-from .base import CaseError, TrackResult
+from .base import CaseError, TrackResult, output_files
 
 NIFTI_SUFFIX = ".nii.gz"
 
@@ -124,10 +124,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
                 scores[t.name] = dice(pred[box] == t.label, ref[box] == t.label)
             per_target[t.name].append(scores[t.name])
         result.per_case[case] = scores
-    known = {f"{c}{NIFTI_SUFFIX}" for c in cases}
-    result.extra_files = sorted(p.name for p in outputs.glob("*") if p.is_file() and p.name not in known)
-    for name in result.extra_files:
-        result.case_errors.append(CaseError(name, "extra file: no such case"))
+    result.flag_extra_files(output_files(outputs), {f"{c}{NIFTI_SUFFIX}" for c in cases})
     result.components = {name: float(np.mean(v)) for name, v in per_target.items() if v}
     result.score = float(np.mean(list(result.components.values()))) if result.components else 0.0
     return result

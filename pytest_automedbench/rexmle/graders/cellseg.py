@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult
+from ...metrics.base import CaseError, TrackResult, visible_entries
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 BOUNDARY = 2  # pixels of the border frame whose cells are not scored
@@ -219,10 +219,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         scores[case] = image_f1(ref, pred)
         result.per_case[case] = dict(scores[case])
     result.n_valid = len(scores)
-    known = {f"{c}{LABEL_SUFFIX}" for c in cases}
-    entries = [p.name for p in outputs.iterdir() if not p.name.startswith(".")] if outputs.is_dir() else []
-    result.extra_files = sorted(n for n in entries if n not in known)
-    result.case_errors.extend(CaseError(n, "extra file: no such case") for n in result.extra_files)
+    result.flag_extra_files(visible_entries(outputs), {f"{c}{LABEL_SUFFIX}" for c in cases})
     n = len(cases)
     result.diagnostics["challenge_metrics"] = {
         m: float(sum(s[m] for s in scores.values()) / n) if n else 0.0 for m in names}

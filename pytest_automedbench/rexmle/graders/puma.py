@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult
+from ...metrics.base import CaseError, TrackResult, visible_entries
 
 TISSUE_CLASSES = {1: "tissue_stroma", 2: "tissue_blood_vessel", 3: "tissue_tumor", 4: "tissue_epidermis",
                   5: "tissue_necrosis"}
@@ -417,10 +417,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
                 result.per_case[case] = {"n_reference": float(len(ref[1])), "n_predicted": float(len(pred[1])),
                                          **f1s}
     result.n_valid = len(valid)
-    known = {_submission_name(task, c) for c in cases}
-    entries = [p.name for p in outputs.iterdir() if not p.name.startswith(".")] if outputs.is_dir() else []
-    result.extra_files = sorted(n for n in entries if n not in known)
-    result.case_errors.extend(CaseError(n, "extra file: no such case") for n in result.extra_files)
+    result.flag_extra_files(visible_entries(outputs), {_submission_name(task, c) for c in cases})
 
     aggregate = micro_dice if kind == "tissue" else macro_f1
     metric = "dice" if kind == "tissue" else "f1"

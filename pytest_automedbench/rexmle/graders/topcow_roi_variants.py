@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult
+from ...metrics.base import CaseError, TrackResult, output_files
 from .volumes import case_ids
 
 BOUNDARY_DISTANCE_RATIO = 0.2
@@ -244,7 +244,5 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     cases = case_ids(refs, suffix)
     result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
     grade(cases, outputs, refs, result)
-    known = {f"{c}{suffix}" for c in cases}
-    result.extra_files = sorted(p.name for p in outputs.glob("*") if p.is_file() and p.name not in known)
-    result.case_errors += [CaseError(name, "extra file: no such case") for name in result.extra_files]
+    result.flag_extra_files(output_files(outputs), {f"{c}{suffix}" for c in cases})
     return result

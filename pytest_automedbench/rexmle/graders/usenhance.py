@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult
+from ...metrics.base import CaseError, TrackResult, visible_entries
 
 LNCC_WINDOW = 11
 VARIANCE_FLOOR = 1e-10
@@ -136,10 +136,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         for m, v in scores.items():
             values[m].append(v)
         result.per_case[case] = scores
-    known = {f"{c}.png" for c in cases}
-    entries = [p.name for p in outputs.iterdir() if not p.name.startswith(".")] if outputs.is_dir() else []
-    result.extra_files = sorted(n for n in entries if n not in known)
-    result.case_errors.extend(CaseError(name, "extra file: no such case") for name in result.extra_files)
+    result.flag_extra_files(visible_entries(outputs), {f"{c}.png" for c in cases})
     if cases:
         metrics = {m: float(np.mean(v)) for m, v in values.items()}
         result.score = float(np.clip(metrics["lncc"], 0.0, 1.0))

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult
+from ...metrics.base import CaseError, TrackResult, output_files
 from ...metrics.segmentation import label_set
 
 SPACING_TOLERANCE_MM = 1e-3
@@ -206,7 +206,5 @@ def grade_cases(outputs: Path, private: Path, suffix: str,
         result.per_case[case] = row
         all_rows.append(row)
         valid_rows.append(row)
-    known = {f"{c}{suffix}" for c in cases}
-    result.extra_files = sorted(p.name for p in outputs.glob("*") if p.is_file() and p.name not in known)
-    result.case_errors += [CaseError(name, "extra file: no such case") for name in result.extra_files]
+    result.flag_extra_files(output_files(outputs), {f"{c}{suffix}" for c in cases})
     return result, all_rows, valid_rows
