@@ -44,7 +44,8 @@ import numpy as np
 
 from ...metrics.base import TrackResult
 from ...metrics.segmentation import label_set
-from .volumes import (Volume, dice, grade_cases, mean_surface_distance, read_labels, robust_hausdorff,
+from .cases import grade_cases
+from .volumes import (Volume, dice, mean_surface_distance, read_labels, read_volume, robust_hausdorff,
                       surface_dice, surfaces)
 
 SUFFIX = ".mha"
@@ -101,7 +102,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         pred = pred if isinstance(pred, str) else tumour_mask(pred.array)
         return pred if isinstance(pred, str) else case_metrics(pred, ref.array == TUMOUR, ref.spacing)
 
-    result, all_rows, valid_rows = grade_cases(outputs, private, SUFFIX, score_case, missing_case)
+    result, all_rows, valid_rows = grade_cases(outputs, private, SUFFIX, read_volume, score_case, missing_case)
     valid = aggregate(valid_rows)
     result.score = valid.get("dsc", 0.0)
     result.components = {k: valid[k] for k in ("dsc", "msd")} if valid else {}

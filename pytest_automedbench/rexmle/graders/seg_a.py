@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from ...metrics.base import TrackResult
-from .volumes import Volume, dice, grade_cases, hausdorff, read_labels, surfaces
+from .cases import grade_cases
+from .volumes import Volume, dice, hausdorff, read_labels, read_volume, surfaces
 
 SUFFIX = ".seg.nrrd"
 
@@ -62,7 +63,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         return pred if isinstance(pred, str) else case_metrics(pred.array > 0, ref.array > 0, ref.spacing,
                                                                ref.diagonal_mm)
 
-    result, all_rows, valid_rows = grade_cases(outputs, private, SUFFIX, score_case,
+    result, all_rows, valid_rows = grade_cases(outputs, private, SUFFIX, read_volume, score_case,
                                                lambda ref: {"dsc": 0.0, "hd": ref.diagonal_mm})
     valid = aggregate(valid_rows)
     result.score = valid.get("dsc_50pc", 0.0)

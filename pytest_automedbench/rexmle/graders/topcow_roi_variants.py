@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ...metrics.base import CaseError, TrackResult, output_files
-from .volumes import case_ids
+from .cases import case_ids, grade_cases
 
 BOUNDARY_DISTANCE_RATIO = 0.2
 IOU_DISTANCE_RATIO = 0.5  # a band this deep is the whole box
@@ -121,23 +121,13 @@ def _read_box(path: Path) -> Box | str:
     return parse_roi_txt(text)
 
 
-def _evaluate_boxes(cases: list[str], outputs: Path, refs: Path, result: TrackResult) -> None:
-    all_rows, valid_rows = [], []
-    for case in cases:
-        ref = _read_box(refs / f"{case}.txt")
-        if isinstance(ref, str):
-            raise RuntimeError(f"reference box {case}.txt: {ref}")  # the harness's data, not the agent's
-        path = outputs / f"{case}.txt"
-        pred = _read_box(path) if path.is_file() else "missing file"
-        if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
-            all_rows.append({"boundary_iou": 0.0, "iou": 0.0})
-            continue
-        row = box_metrics(pred, ref)
-        result.n_valid += 1
-        result.per_case[case] = row
-        all_rows.append(row)
-        valid_rows.append(row)
+def _evaluate_boxes(outputs: Path, private: Path) -> TrackResult:
+    def score_case(ref: Box, path: Path) -> dict[str, float] | str:
+        pred = _read_box(path)
+        return pred if isinstance(pred, str) else box_metrics(pred, ref)
+
+    result, all_rows, valid_rows = grade_cases(outputs, private, ".txt", _read_box, score_case,
+                                               lambda ref: {"boundary_iou": 0.0, "iou": 0.0})
 
     def mean(rows):
         return {k: float(np.mean([r[k] for r in rows])) for k in ("boundary_iou", "iou")} if rows else {}
@@ -147,6 +137,7 @@ def _evaluate_boxes(cases: list[str], outputs: Path, refs: Path, result: TrackRe
     result.components = valid
     result.diagnostics = {"challenge_metrics": mean(all_rows),
                           "score_metric": "boundary_iou (mean over the valid cases)"}
+    return result
 
 
 # -- task 3: variants -------------------------------------------------------------------------
@@ -199,7 +190,10 @@ def _read_edges(path: Path):
     return parse_edges(text)
 
 
-def _evaluate_variants(cases: list[str], outputs: Path, refs: Path, result: TrackResult) -> None:
+def _evaluate_variants(outputs: Path, private: Path) -> TrackResult:
+    refs = private / "labels"
+    cases = case_ids(refs, ".yml")
+    result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
     truth, preds, valid = [], [], []
     for case in cases:
         ref = _read_edges(refs / f"{case}.yml")
@@ -229,9 +223,11 @@ def _evaluate_variants(cases: list[str], outputs: Path, refs: Path, result: Trac
     result.components = on_valid
     result.diagnostics = {"challenge_metrics": accuracies(list(range(len(truth)))),
                           "score_metric": "anterior_acc (variant-balanced accuracy over the valid cases)"}
+    result.flag_extra_files(output_files(outputs), {f"{c}.yml" for c in cases})
+    return result
 
 
-FORMATS = {"roi_txt": (".txt", _evaluate_boxes), "edg_yml": (".yml", _evaluate_variants)}
+FORMATS = {"roi_txt": _evaluate_boxes, "edg_yml": _evaluate_variants}
 
 
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
@@ -239,10 +235,4 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     fmt = task.submission.format
     if fmt not in FORMATS:
         raise ValueError(f"topcow_roi_variants grades submission formats {', '.join(FORMATS)}, not {fmt!r}")
-    suffix, grade = FORMATS[fmt]
-    refs = private / "labels"
-    cases = case_ids(refs, suffix)
-    result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
-    grade(cases, outputs, refs, result)
-    result.flag_extra_files(output_files(outputs), {f"{c}{suffix}" for c in cases})
-    return result
+    return FORMATS[fmt](outputs, private)

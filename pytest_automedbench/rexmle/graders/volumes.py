@@ -15,11 +15,9 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ...metrics.base import CaseError, TrackResult, output_files
 from ...metrics.segmentation import label_set
 
 SPACING_TOLERANCE_MM = 1e-3
@@ -174,37 +172,3 @@ def dice(pred: np.ndarray, ref: np.ndarray) -> float:
     """2|P and R| / (|P| + |R|); both empty counts 1."""
     total = int(np.count_nonzero(pred)) + int(np.count_nonzero(ref))
     return 1.0 if total == 0 else 2.0 * int(np.count_nonzero(pred & ref)) / total
-
-
-def case_ids(folder: Path, suffix: str) -> list[str]:
-    return sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}") if p.is_file())
-
-
-def grade_cases(outputs: Path, private: Path, suffix: str,
-                score_case: Callable[[Volume, Path], "dict[str, float] | str"],
-                worst_case: Callable[[Volume], dict[str, float]]) -> tuple[TrackResult, list[dict], list[dict]]:
-    """The case loop PANTHER and SEG.A share: every reference in private/labels against
-    outputs/<case><suffix>. `score_case(ref, path)` gives a case's metric row or a one-line
-    problem; a missing or broken case is a CaseError and counts `worst_case(ref)` in the
-    leaderboard values. Returns the result (counts, per-case rows, case errors, extra files) and
-    the rows of all cases and of the valid ones; the caller aggregates them."""
-    refs = private / "labels"
-    cases = case_ids(refs, suffix)
-    result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
-    all_rows, valid_rows = [], []
-    for case in cases:
-        ref = read_volume(refs / f"{case}{suffix}")
-        if isinstance(ref, str):
-            raise RuntimeError(f"reference label {case}{suffix}: {ref}")  # the harness's data, not the agent's
-        path = outputs / f"{case}{suffix}"
-        row = score_case(ref, path) if path.is_file() else "missing file"
-        if isinstance(row, str):
-            result.case_errors.append(CaseError(case, row))
-            all_rows.append(worst_case(ref))
-            continue
-        result.n_valid += 1
-        result.per_case[case] = row
-        all_rows.append(row)
-        valid_rows.append(row)
-    result.flag_extra_files(output_files(outputs), {f"{c}{suffix}" for c in cases})
-    return result, all_rows, valid_rows
