@@ -120,25 +120,20 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def data_files(root: Path) -> dict[str, Path]:
+    """Every file under root/public and root/private, keyed by its path relative to root."""
+    return {path.relative_to(root).as_posix(): path
+            for side in ("public", "private") for path in sorted((root / side).rglob("*")) if path.is_file()}
+
+
 def checksums(root: Path) -> dict[str, str]:
     """sha256 of every file under root/public and root/private, keyed by relative path."""
-    out = {}
-    for side in ("public", "private"):
-        for path in sorted((root / side).rglob("*")):
-            if path.is_file():
-                out[path.relative_to(root).as_posix()] = file_digest(path)
-    return out
+    return {rel: file_digest(path) for rel, path in data_files(root).items()}
 
 
 def file_stats(data: TaskData) -> dict[str, list[int]]:
     """Size and mtime of every file under public/ and private/ (a stat walk: no reading)."""
-    out = {}
-    for side in ("public", "private"):
-        for path in sorted((data.root / side).rglob("*")):
-            if path.is_file():
-                st = path.stat()
-                out[path.relative_to(data.root).as_posix()] = [st.st_size, st.st_mtime_ns]
-    return out
+    return {rel: [(st := path.stat()).st_size, st.st_mtime_ns] for rel, path in data_files(data.root).items()}
 
 
 def verified_this_session(data: TaskData) -> bool:
