@@ -9,7 +9,6 @@ Files are written atomically when the run ends, so a killed session loses only r
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from .agents import Agent, AgentError
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
 from .errors import RunFacts, detect
+from .files import atomic_write
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, metric_module, preflight
 from .reporting.resume import config_hash
@@ -51,12 +51,6 @@ class RunSettings:
 def run_id(task_id: str, tier: str, model: str, repeat: int) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:60].strip("_") or "model"
     return f"{task_id}__{tier}__{slug}__r{repeat}"
-
-
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def git_rev(folder: Path) -> str | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ..files import atomic_write
 from ..tasks import LoadedTask
 
 STAMP = "prepared.json"
@@ -154,12 +155,10 @@ def record_session_verified(data: TaskData) -> None:
     session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not session:
         return
-    tmp = data.root / f".{SESSION_STAMP}.{os.getpid()}"
     try:
-        tmp.write_text(json.dumps({"testrunuid": session, "files": file_stats(data)}))
-        os.replace(tmp, data.root / SESSION_STAMP)
+        atomic_write(data.root / SESSION_STAMP, json.dumps({"testrunuid": session, "files": file_stats(data)}))
     except OSError:  # a read-only data folder: every worker verifies, as without the stamp
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 def verify_manifest(data: TaskData) -> list[str]:

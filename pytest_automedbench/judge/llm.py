@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Callable
 
 from ..agents.base import Agent, Usage
 from ..agents.loop import RunRecord, TraceEvent
+from ..files import atomic_write
 from . import heuristic
 from .heuristic import StageVerdict, apply_tier_and_reach
 from .rubric import load_rubric
@@ -236,9 +236,7 @@ class LLMJudge:
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(answer, indent=1))
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(answer, indent=1))
 
 
 def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str) -> dict[str, StageVerdict]:

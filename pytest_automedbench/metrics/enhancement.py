@@ -15,13 +15,13 @@ metric.params:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
 import nibabel as nib
 import numpy as np
 
+from ..files import atomic_write
 from .base import CaseError, TrackResult, visible_entries
 from .volumes import NIFTI_SUFFIX, psnr, read_float_image, resample_like, ssim
 
@@ -68,7 +68,7 @@ class BaselineCache:
     @staticmethod
     def key(*files: Path) -> str | None:
         try:
-            return ";".join(f"{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+            return ";".join(f"{(st := f.stat()).st_size}:{st.st_mtime_ns}" for f in files)
         except OSError:
             return None
 
@@ -86,9 +86,7 @@ class BaselineCache:
             return
         try:
             self.path.parent.mkdir(exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(self.entries))
-            os.replace(tmp, self.path)  # concurrent workers: whole files, last one wins
+            atomic_write(self.path, json.dumps(self.entries))
         except OSError:
             pass
 

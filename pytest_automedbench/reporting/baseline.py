@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..runner import atomic_write
+from ..files import atomic_write
 from .leaderboard import METRICS, STAGES, fmt, text_table
 from .stats import drop_test
 

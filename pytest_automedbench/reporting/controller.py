@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from .. import __version__
-from ..runner import atomic_write
+from ..files import atomic_write
 from . import baseline as baselines
 from .leaderboard import aggregate, render, render_markdown
 

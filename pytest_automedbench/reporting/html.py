@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..runner import atomic_write
+from ..files import atomic_write
 from .leaderboard import COLUMNS, LEVELS, MEDALS, STAGES, _table_rows
 
 MAX_TEXT = 20000  # characters kept of any one message or stream in the viewer

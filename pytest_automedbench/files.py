@@ -1,0 +1,17 @@
+"""Writing a file so that readers see the old content or the new, never half of it."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it over `path` (concurrent
+    writers: whole files, the last one wins). The temporary file is removed if writing fails."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
