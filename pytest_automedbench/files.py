@@ -15,3 +15,12 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def user_cache_dir(env_var: str, name: str) -> Path:
+    """`$env_var` if set, else `$XDG_CACHE_HOME/pytest-automedbench/<name>` (~/.cache by default)."""
+    env = os.environ.get(env_var)
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "pytest-automedbench" / name

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ..files import atomic_write
+from ..files import atomic_write, user_cache_dir
 from ..tasks import LoadedTask
 
 STAMP = "prepared.json"
@@ -51,11 +51,7 @@ class TaskData:
 
 
 def default_data_dir() -> Path:
-    env = os.environ.get("AMB_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "pytest-automedbench" / "data"
+    return user_cache_dir("AMB_DATA_DIR", "data")
 
 
 def task_data(task: LoadedTask, data_dir: Path) -> TaskData:

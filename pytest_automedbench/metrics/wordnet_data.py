@@ -14,6 +14,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ..files import user_cache_dir
+
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 NEEDED = [f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "verb", "adj", "adv")] + \
          [f"{pos}.exc" for pos in ("noun", "verb", "adj", "adv")]
@@ -39,11 +41,7 @@ def source_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("AMB_NLTK_DATA")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "pytest-automedbench" / "nltk_data"
+    return user_cache_dir("AMB_NLTK_DATA", "nltk_data")
 
 
 def missing_files(src: Path | None = None) -> list[str]:
