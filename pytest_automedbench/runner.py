@@ -8,6 +8,7 @@ Files are written atomically when the run ends, so a killed session loses only r
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -53,6 +54,7 @@ def run_id(task_id: str, tier: str, model: str, repeat: int) -> str:
     return f"{task_id}__{tier}__{slug}__r{repeat}"
 
 
+@functools.lru_cache(maxsize=64)  # once per task folder and process, not a git subprocess per run
 def git_rev(folder: Path) -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=folder, capture_output=True,

@@ -265,3 +265,25 @@ def test_third_party_agent_from_a_conftest_plugin(tiny_suite, pytester):
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=theirs:x")
     r.assert_outcomes(errors=1)
     r.stdout.fnmatch_lines(["*unknown agent 'theirs:x'*pytest_amb_make_agent*"])
+
+
+def test_git_revision_is_read_once_per_task_folder(tmp_path, monkeypatch):
+    """Provenance's git_rev: one `git rev-parse` per task folder and process, not one per run."""
+    import subprocess
+
+    from pytest_automedbench import runner
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(kw["cwd"])
+        return subprocess.CompletedProcess(cmd, 0, stdout=f"rev{len(calls)}\n", stderr="")
+
+    runner.git_rev.cache_clear()
+    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+    try:
+        assert [runner.git_rev(tmp_path / "a") for _ in range(3)] == ["rev1"] * 3
+        assert runner.git_rev(tmp_path / "b") == "rev2"
+        assert calls == [tmp_path / "a", tmp_path / "b"]
+    finally:
+        runner.git_rev.cache_clear()

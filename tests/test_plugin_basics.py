@@ -128,3 +128,41 @@ def test_end_of_session_collections_run_on_a_frozen_heap(tiny_suite, pytester, m
     seen.clear()
     pytester.runpytest("suite", "--collect-only", "-p", "no:cacheprovider")  # no run: nothing frozen
     assert seen == [0]
+
+
+FREEZE_PROBE = '''
+import atexit, gc, sys
+import pytest
+# Registered before pytest runs, so it runs after every atexit hook the session adds.
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0, flush=True))
+rc = pytest.main(sys.argv[1:])
+print("frozen after main:", gc.get_freeze_count() > 0, flush=True)
+sys.exit(rc)
+'''
+
+
+def test_heap_is_frozen_again_only_when_the_process_exits(tiny_suite, pytester):
+    """The interpreter's last full collection is skipped (heap frozen in an atexit hook) in a process
+    that ran tasks; a program going on after pytest.main() meanwhile keeps a normal, unfrozen gc."""
+    import sys
+
+    probe = pytester.path / "probe.py"
+    probe.write_text(FREEZE_PROBE)
+    r = pytester.run(sys.executable, str(probe), "suite", "-q", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()
+    r.stdout.fnmatch_lines(["frozen after main: False", "frozen at exit: True"])
+    r = pytester.run(sys.executable, str(probe), "suite", "-q", "--collect-only", "-p", "no:cacheprovider")
+    r.stdout.fnmatch_lines(["frozen after main: False", "frozen at exit: False"])
+
+
+def test_plugin_import_leaves_the_heavy_libraries_to_their_users():
+    """Every pytest-xdist worker imports the plugin before it can run: the report code (numpy) is
+    the controller's, the SDKs load with their agent, the scientific stack with its metric."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pytest, pytest_automedbench.plugin\n"
+            "print(sorted(m for m in ('numpy', 'pandas', 'torch', 'monai', 'matplotlib', 'openai', 'anthropic')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -5,6 +5,7 @@ run), never on a pytest-xdist worker, so workers never write the aggregate files
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,14 @@ def results_document(runs: list[dict[str, Any]], settings: dict[str, Any]) -> di
         "aggregate": aggregate(runs),
         "runs": runs,
     }
+
+
+def _import_plotting() -> None:
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.pyplot  # noqa: F401
+    except Exception:  # noqa: BLE001 - write_reports imports them again and reports the real error
+        pass
 
 
 def write_reports(doc: dict[str, Any], report_dir: Path, runs_dir: Path) -> dict[str, Path]:
@@ -66,6 +75,9 @@ class ResultsCollector:
         self.messages: list[str] = []
         self.comparison: str | None = None
         self.gate_failed = False
+        # matplotlib takes ~0.4 CPU-s to import; loading it while runs wait on their LLM, not after
+        # the last test, shortens every session's end. Started at the first report, joined before writing.
+        self.plotting_import: threading.Thread | None = None
 
     # -- collecting --------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)  # after the terminal reporter's PASSED/FAILED
@@ -74,6 +86,9 @@ class ResultsCollector:
         run_id = props.get("amb_run_id")
         if not run_id or run_id in self.runs or (report.when == "setup" and report.passed):
             return  # a scored run is taken from its call report
+        if self.plotting_import is None:
+            self.plotting_import = threading.Thread(target=_import_plotting, name="amb-import-plotting", daemon=True)
+            self.plotting_import.start()
         result = self._load(props.get("amb_result"))
         self.runs[run_id] = result if result is not None else _from_properties(props)
         self.runs[run_id]["outcome_nodeid"] = report.nodeid
@@ -96,6 +111,8 @@ class ResultsCollector:
 
     # -- at the end ----------------------------------------------------------------------------
     def pytest_sessionfinish(self, session):
+        if self.plotting_import is not None:
+            self.plotting_import.join()
         runs = list(self.runs.values())
         report_dir = Path(self.settings.extra["report_dir"])
         if runs:
