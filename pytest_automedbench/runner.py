@@ -25,7 +25,7 @@ from .data import TaskData
 from .errors import RunFacts, detect
 from .files import atomic_write
 from .judge import judge_for, judge_run
-from .metrics import TrackResult, metric_module, preflight
+from .metrics import TrackResult, load_in_background, metric_module, preflight
 from .reporting.resume import config_hash
 from .sandbox import Sandbox, SandboxConfig
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
@@ -135,7 +135,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     """Run the agent on the task and write the run's files; returns result.json's content."""
     spec = task.spec
     metric_hook = settings.extra.get("metric_hook")
-    preflight(spec, metric_hook)  # a metric that cannot run here refuses before the agent spends anything
+    scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
     rid = run_id(spec.id, tier, settings.model, repeat)
     run_dir = Path(settings.runs_dir) / rid
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -154,8 +154,11 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
                           settings.extra.get("cost_fn"))
     sandbox = PolicyGuard(make_sandbox(config), inference_only=spec.policy.inference_only)
     error: Exception | None = None
+    scorer_loading = None
     try:
         with sandbox:
+            agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
+            scorer_loading = load_in_background(scorer_module) if scorer_module else None
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                                cost_fn=settings.extra.get("cost_fn")).run(brief)
     except Exception as exc:  # an infrastructure fault: keep the partial run (tokens spent) on disk
@@ -163,6 +166,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         if not isinstance(record, RunRecord):
             raise
         error = exc
+    if scorer_loading is not None:
+        scorer_loading.join()  # no two threads importing at once from here on
     disqualify_escaping_links(record, workspace)
     scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook)
     result = {

@@ -1,5 +1,6 @@
 """Enhancement, synthesis and classification: metrics against independent computations, the
 submission checkers on malformed cases, and the demo tasks' score bounds (reference / null)."""
+import importlib
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -264,3 +265,37 @@ def test_malformed_demo_submission_is_scored_not_crashed(demo_suite, pytester):
     assert run["failure_mode"] == "invalid_format" and run["medal"] == "F"
     assert run["task_metrics"]["case_errors"][0].startswith("case_000: unreadable file")
     assert "case_001: missing file" in run["task_metrics"]["case_errors"]
+
+
+def test_every_builtin_metric_with_a_configuration_check_is_checked_before_the_run():
+    from pytest_automedbench.metrics import _MODULES, CHECKED_FIRST
+
+    for track in _MODULES:
+        assert hasattr(metric_module(track), "preflight") == (track in CHECKED_FIRST), track
+
+
+def test_preflight_leaves_a_builtin_scorers_libraries_for_later():
+    """A built-in scorer without configuration checks is named, not imported, by the preflight (its
+    libraries then load while the agent works); one with checks is imported and checked at once."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from types import SimpleNamespace as NS\n"
+            "from pytest_automedbench.metrics import load_in_background, preflight\n"
+            "spec = lambda track: NS(track=track, id='t', metric=NS(module=None, params={'components': ['bleu']}))\n"
+            "name = preflight(spec('classification'))\n"
+            "print(name, 'pandas' in sys.modules)\n"
+            "load_in_background(name).join()\n"
+            "print(name in sys.modules, preflight(spec('classification')))\n"
+            "print(preflight(spec('report')), 'pytest_automedbench.metrics.report' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:3] == ["pytest_automedbench.metrics.classification False", "True None", "None True"], out
+
+
+def test_a_failed_background_import_is_left_to_scoring_to_report():
+    from pytest_automedbench.metrics import load_in_background
+
+    load_in_background("pytest_automedbench.metrics.no_such_scorer").join()  # nothing raised in the thread
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("pytest_automedbench.metrics.no_such_scorer")

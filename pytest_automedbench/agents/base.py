@@ -126,6 +126,10 @@ class Agent:
         """Host folders the sandbox must show read-only (an external agent program's own); none here."""
         return []
 
+    def prepare(self) -> None:
+        """Load what the first call needs (an SDK, its client) before the run starts; nothing here.
+        Best effort: a failure must be left for the first call to raise, as part of the run."""
+
     # Self-driving agents (command:) override this; `ctx` is a loop.RunContext.
     drives_itself = False
 

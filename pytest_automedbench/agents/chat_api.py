@@ -69,6 +69,12 @@ class ChatAPIAgent(Agent):
         if name is not None:
             self.name = name
 
+    def prepare(self) -> None:
+        try:
+            self.client  # imports the SDK and builds (or reuses) the client
+        except Exception:  # noqa: BLE001 - the first call raises it again, inside the run
+            pass
+
     def _request(self, conversation: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -7,6 +7,8 @@ plugin returns from the `pytest_amb_track_metric` hook, else the track's built-i
 from __future__ import annotations
 
 import importlib
+import sys
+import threading
 from types import ModuleType
 from typing import Any, Callable
 
@@ -40,12 +42,47 @@ def metric_module(track: str, module: str | None = None, hook: Callable[..., Any
         raise LookupError(f"no metric module for track {track!r} yet") from None
 
 
-def preflight(spec, hook: Callable[..., Any] | None = None) -> None:
-    """Raise MetricUnavailable when the task's metric cannot run here (before any agent runs)."""
-    known = spec.metric.module or hook is not None or spec.track in _MODULES
-    check = getattr(metric_module(spec.track, spec.metric.module, hook), "preflight", None) if known else None
+# Built-in modules with a `preflight(task)` check of the task's configuration (a test keeps this
+# list complete). They load before the agent runs; the others are left to `load_in_background`.
+CHECKED_FIRST = frozenset({"report"})
+
+
+def preflight(spec, hook: Callable[..., Any] | None = None) -> str | None:
+    """Raise MetricUnavailable when the task's metric cannot run here (before any agent runs).
+
+    A task's own `metric.module`, a plugin's module and the built-in modules in CHECKED_FIRST are
+    imported and checked now. Any other built-in module needs only this package's dependencies, so
+    its import cannot fail in a working install; importing it here put its libraries (pandas; torch
+    and MONAI: seconds of CPU) before the first model call of every pytest-xdist worker, all at
+    once. Its name is returned instead, for `load_in_background` once the agent is under way.
+    """
+    if spec.metric.module:
+        module = metric_module(spec.track, spec.metric.module)
+    else:
+        custom = hook(track=spec.track) if hook is not None else None
+        name = _MODULES.get(spec.track)
+        if custom is None and name is not None and spec.track not in CHECKED_FIRST and name not in sys.modules:
+            return name
+        module = custom if custom is not None else metric_module(spec.track)
+    check = getattr(module, "preflight", None)
     if check is not None:
         check(spec)
+    return None
 
 
-__all__ = ["CaseError", "MetricUnavailable", "TrackResult", "metric_module", "preflight"]
+def load_in_background(name: str) -> threading.Thread:
+    """Import module `name` in a daemon thread, to be joined before scoring. A failed import leaves
+    nothing behind: scoring imports the module again and reports the error then."""
+    def load() -> None:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - raised again, in the run, by the scoring import
+            pass
+
+    thread = threading.Thread(target=load, name=f"amb-import-{name.rpartition('.')[2]}", daemon=True)
+    thread.start()
+    return thread
+
+
+__all__ = ["CHECKED_FIRST", "CaseError", "MetricUnavailable", "TrackResult", "load_in_background", "metric_module",
+           "preflight"]
