@@ -4,7 +4,8 @@ directly (ratio), and the time spent reading NIfTI against the metric itself.
     python benchmarks/bench_scoring.py [--repeats 3] [--tracks segmentation,...]
 
 Sizes: a 512x512x300 label volume pair (Dice), a 256x256x128 volume (3D SSIM), 1,000 images
-(mAP), 1,000 reports (BLEU/METEOR/ROUGE-L). Target: scoring adds at most 1.2x over the library.
+(mAP), 1,000 reports (BLEU/METEOR/ROUGE-L), 10,000 patients (accuracy). Target: scoring adds at most
+1.2x over the library.
 """
 from __future__ import annotations
 
@@ -221,8 +222,44 @@ def bench_report(root: Path, repeats: int) -> dict:
     return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
 
 
+def bench_classification(root: Path, repeats: int) -> dict:
+    import json
+
+    import pandas as pd
+    from sklearn.metrics import accuracy_score
+
+    from pytest_automedbench.metrics import classification
+
+    rng = np.random.default_rng(0)
+    classes = ["normal", "benign", "malignant"]
+    ids = [f"p{i:05d}" for i in range(10000)]
+    truth, guess = rng.choice(classes, len(ids)), rng.choice(classes, len(ids))
+    for side, name, labels in (("private", "labels.csv", truth), ("outputs", "predictions.csv", guess)):
+        (root / side).mkdir()
+        pd.DataFrame({"patient_id": ids, "label": labels}).to_csv(root / side / name, index=False)
+    (root / "public").mkdir()
+    (root / "public" / "classes.json").write_text(json.dumps(classes))
+    spec = task("classification")
+
+    def harness():
+        return classification.evaluate(spec, root / "outputs", root / "private", root / "public").score
+
+    def library():
+        ref = pd.read_csv(root / "private" / "labels.csv", dtype=str)
+        pred = pd.read_csv(root / "outputs" / "predictions.csv", dtype=str).set_index("patient_id")
+        return float(accuracy_score(ref["label"], pred.loc[ref["patient_id"], "label"]))
+
+    assert abs(harness() - library()) < 1e-9
+    h, lib = (median(timed(f, repeats)) for f in (harness, library))
+    print("classification: accuracy over 10,000 patients")
+    show("harness evaluate() (checks every row: missing, duplicate, unknown class)", h)
+    show("pandas read_csv x2 + scikit-learn accuracy_score", lib)
+    show("harness / library (target <= 1.2)", h / lib, "x")
+    return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
+
+
 BENCHES = {"segmentation": bench_segmentation, "enhancement": bench_enhancement, "detection": bench_detection,
-           "report": bench_report}
+           "report": bench_report, "classification": bench_classification}
 
 
 def main() -> int:
