@@ -75,8 +75,9 @@ class ResultsCollector:
         self.messages: list[str] = []
         self.comparison: str | None = None
         self.gate_failed = False
-        # matplotlib takes ~0.4 CPU-s to import; loading it while runs wait on their LLM, not after
-        # the last test, shortens every session's end. Started at the first report, joined before writing.
+        # matplotlib takes ~0.4 CPU-s to import. A pytest-xdist controller only relays reports, so it
+        # loads it in the background from the first report on (joined before writing), not after the
+        # last test. A serial session's own thread is busy running tasks: it imports at the end.
         self.plotting_import: threading.Thread | None = None
 
     # -- collecting --------------------------------------------------------------------------
@@ -86,7 +87,7 @@ class ResultsCollector:
         run_id = props.get("amb_run_id")
         if not run_id or run_id in self.runs or (report.when == "setup" and report.passed):
             return  # a scored run is taken from its call report
-        if self.plotting_import is None:
+        if self.plotting_import is None and self.config.pluginmanager.hasplugin("dsession"):
             self.plotting_import = threading.Thread(target=_import_plotting, name="amb-import-plotting", daemon=True)
             self.plotting_import.start()
         result = self._load(props.get("amb_result"))
