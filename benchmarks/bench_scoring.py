@@ -23,6 +23,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median, record, show, timed  # noqa: E402
 
 
+def against_library(title: str, harness_label: str, library_label: str, harness, library, repeats: int) -> dict:
+    """Check that the harness and the library agree, then time both (medians) and print the ratio."""
+    assert abs(harness() - library()) < 1e-9
+    h, lib = (median(timed(f, repeats)) for f in (harness, library))
+    print(title)
+    show(harness_label, h)
+    show(library_label, lib)
+    show("harness / library (target <= 1.2)", h / lib, "x")
+    return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
+
+
 def task(track: str, **metric) -> SimpleNamespace:
     m = SimpleNamespace(name=metric.get("name", "m"), direction="higher", targets=metric.get("targets", []),
                         params=metric.get("params", {}))
@@ -170,13 +181,9 @@ def bench_detection(root: Path, repeats: int) -> dict:
         p = ev.eval["precision"][0, :, :, 0, -1]
         return float(np.mean([p[:, k][p[:, k] > -1].mean() for k in range(len(classes))]))
 
-    assert abs(harness() - library()) < 1e-9
-    h, lib = (median(timed(f, repeats)) for f in (harness, library))
-    print("detection: mAP@0.5 on 1,000 images, 5,000 boxes")
-    show("harness evaluate() (reads 1,000 JSON files, checks every box)", h)
-    show("pycocotools COCOeval on in-memory annotations", lib)
-    show("harness / library (target <= 1.2)", h / lib, "x")
-    return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
+    return against_library("detection: mAP@0.5 on 1,000 images, 5,000 boxes",
+                           "harness evaluate() (reads 1,000 JSON files, checks every box)",
+                           "pycocotools COCOeval on in-memory annotations", harness, library, repeats)
 
 
 def bench_report(root: Path, repeats: int) -> dict:
@@ -213,13 +220,9 @@ def bench_report(root: Path, repeats: int) -> dict:
         r = [rouge.score(refs[k], hyps[k])["rougeL"].fmeasure for k in refs]
         return float(np.mean([np.mean(b), np.mean(m), np.mean(r)]))
 
-    assert abs(harness() - library()) < 1e-9
-    h, lib = (median(timed(f, repeats)) for f in (harness, library))
-    print("report: BLEU (sacrebleu) + METEOR (nltk) + ROUGE-L (rouge-score) on 1,000 reports")
-    show("harness evaluate() (reads 2,000 text files)", h)
-    show("the three libraries called directly, per pair", lib)
-    show("harness / library (target <= 1.2)", h / lib, "x")
-    return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
+    return against_library("report: BLEU (sacrebleu) + METEOR (nltk) + ROUGE-L (rouge-score) on 1,000 reports",
+                           "harness evaluate() (reads 2,000 text files)",
+                           "the three libraries called directly, per pair", harness, library, repeats)
 
 
 def bench_classification(root: Path, repeats: int) -> dict:
@@ -249,13 +252,9 @@ def bench_classification(root: Path, repeats: int) -> dict:
         pred = pd.read_csv(root / "outputs" / "predictions.csv", dtype=str).set_index("patient_id")
         return float(accuracy_score(ref["label"], pred.loc[ref["patient_id"], "label"]))
 
-    assert abs(harness() - library()) < 1e-9
-    h, lib = (median(timed(f, repeats)) for f in (harness, library))
-    print("classification: accuracy over 10,000 patients")
-    show("harness evaluate() (checks every row: missing, duplicate, unknown class)", h)
-    show("pandas read_csv x2 + scikit-learn accuracy_score", lib)
-    show("harness / library (target <= 1.2)", h / lib, "x")
-    return {"harness_s": h, "library_s": lib, "ratio_vs_library": h / lib}
+    return against_library("classification: accuracy over 10,000 patients",
+                           "harness evaluate() (checks every row: missing, duplicate, unknown class)",
+                           "pandas read_csv x2 + scikit-learn accuracy_score", harness, library, repeats)
 
 
 BENCHES = {"segmentation": bench_segmentation, "enhancement": bench_enhancement, "detection": bench_detection,

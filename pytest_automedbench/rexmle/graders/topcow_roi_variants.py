@@ -113,12 +113,17 @@ def box_metrics(pred: Box, ref: Box) -> dict[str, float]:
             "iou": band_iou(ref, pred, IOU_DISTANCE_RATIO)}
 
 
-def _read_box(path: Path) -> Box | str:
+def _parse_file(path: Path, parse):
+    """parse(the file's text), or a one-line problem when the file cannot be read."""
     try:
         text = path.read_text(errors="replace")
     except OSError as e:
         return f"unreadable file ({e.strerror or e})"
-    return parse_roi_txt(text)
+    return parse(text)
+
+
+def _read_box(path: Path) -> Box | str:
+    return _parse_file(path, parse_roi_txt)
 
 
 def _evaluate_boxes(outputs: Path, private: Path) -> TrackResult:
@@ -183,11 +188,7 @@ def balanced_accuracy(truth: list[tuple], pred: list[tuple]) -> float:
 
 
 def _read_edges(path: Path):
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as e:
-        return f"unreadable file ({e.strerror or e})"
-    return parse_edges(text)
+    return _parse_file(path, parse_edges)
 
 
 def _evaluate_variants(outputs: Path, private: Path) -> TrackResult:
