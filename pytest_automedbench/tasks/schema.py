@@ -135,6 +135,7 @@ class Medals(Strict):
     A: float
     B: float
     relative_to: Literal["absolute", "baseline"] = "absolute"
+    reason: str | None = None  # why the bands sit where they do (the baselines, the published bands, ...)
 
 
 class RexMetric(Strict):
