@@ -18,7 +18,6 @@ import gzip
 import hashlib
 import io
 import json
-import re
 import sys
 import sysconfig
 import tarfile
@@ -78,8 +77,9 @@ def planes(a: np.ndarray, shapes: set[tuple[int, int]] | None = None):
     for axis in axes:
         shape = tuple(sorted(np.delete(a.shape, axis)))
         if shapes is None or shape in shapes:
-            for k in range(a.shape[axis]):
-                yield np.take(a, k, axis=axis)
+            moved = np.moveaxis(a, axis, 0)  # a view: slicing it copies nothing
+            for k in range(moved.shape[0]):
+                yield moved[k]
 
 
 def array_fingerprints(a: np.ndarray, shapes: set[tuple[int, int]] | None = None) -> set[str]:
@@ -95,6 +95,16 @@ def fingerprint_shapes(a: np.ndarray) -> set[tuple[int, int]]:
 
 def read_arrays(name: str, blob: bytes) -> list[np.ndarray]:
     """Arrays in an image / volume / array file (empty when it is not one, or unreadable)."""
+    import logging
+    import warnings
+
+    logging.getLogger("nibabel").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _read_arrays(name, blob)
+
+
+def _read_arrays(name: str, blob: bytes) -> list[np.ndarray]:
     try:
         if name.endswith((".nii", ".nii.gz", ".mgz")):
             import nibabel as nib
@@ -135,37 +145,71 @@ def _texts(name: str, blob: bytes):
         return
 
 
+class TextSearch:
+    """Finds any of many byte strings in a text: each string's first bytes are looked for with
+    bytes.find (fast, in C), and a hit is confirmed on the whole string."""
+
+    def __init__(self, strings: list[bytes], prefix: int = 12):
+        self.by_prefix: dict[bytes, list[bytes]] = {}
+        for s in set(strings):
+            self.by_prefix.setdefault(s[:prefix], []).append(s)
+
+    def first(self, text: bytes) -> bytes | None:
+        for head, full in self.by_prefix.items():
+            at = text.find(head)
+            while at >= 0:
+                for s in full:
+                    if text.startswith(s, at):
+                        return s
+                at = text.find(head, at + 1)
+        return None
+
+
+def readable_files(roots: list[Path]):
+    """Every regular file under the roots, once (by device and inode), links followed."""
+    import os
+
+    seen = set()
+    for root in roots:
+        for folder, dirs, files in os.walk(root, followlinks=True):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) in seen or st.st_size > MAX_BYTES or not os.path.isfile(path):
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                if os.path.splitext(name)[1] not in SKIP_SUFFIXES:
+                    yield Path(path)
+
+
 def scan(roots: list[Path], strings: list[bytes], arrays: set[str], shas: set[str],
          shapes: set[tuple[int, int]] | None = None) -> list[str]:
     """Every readable file that holds a private string, array or file: 'path: what'. `shapes`: the
     (sorted) 2D shapes the private arrays have (planes of other shapes are not hashed)."""
-    pattern = re.compile(b"|".join(re.escape(s) for s in sorted(set(strings), key=len, reverse=True))) if strings else None
-    hits, seen = [], set()
-    for root in roots:
-        for path in root.rglob("*"):
-            try:
-                if not path.is_file() or path.suffix in SKIP_SUFFIXES or "__pycache__" in path.parts:
-                    continue
-                real = path.resolve()
-                if real in seen or real.stat().st_size > MAX_BYTES:
-                    continue
-                seen.add(real)
-                blob = real.read_bytes()
-            except OSError:
-                continue
-            name = path.name.lower()
-            if hashlib.sha256(blob).hexdigest() in shas:
-                hits.append(f"{path}: a private file, byte for byte")
-            if pattern is not None:
-                for text in _texts(name, blob):
-                    m = pattern.search(text)
-                    if m:
-                        hits.append(f"{path}: private text {m.group()[:60]!r}")
-                        break
-            if arrays and name.endswith(IMAGE_SUFFIXES):
-                for a in read_arrays(name, blob):
-                    if array_fingerprints(a, shapes) & arrays:
-                        hits.append(f"{path}: a private array (up to orientation and intensity scale)")
+    search = TextSearch(strings) if strings else None
+    hits = []
+    for path in readable_files(roots):
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            continue
+        name = path.name.lower()
+        if hashlib.sha256(blob).hexdigest() in shas:
+            hits.append(f"{path}: a private file, byte for byte")
+        if search is not None:
+            for text in _texts(name, blob):
+                found = search.first(text)
+                if found:
+                    hits.append(f"{path}: private text {found[:60]!r}")
+                    break
+        if arrays and name.endswith(IMAGE_SUFFIXES):
+            for a in read_arrays(name, blob):
+                if array_fingerprints(a, shapes) & arrays:
+                    hits.append(f"{path}: a private array (up to orientation and intensity scale)")
     return hits
 
 
@@ -179,7 +223,9 @@ def private_answers(root: Path) -> tuple[list[bytes], set[str], set[str], set[tu
         shas.add(hashlib.sha256(blob).hexdigest())
         name = path.name.lower()
         if name == "secret.json":
-            strings.append(str(json.loads(blob)["secret"]).encode())
+            secret = str(json.loads(blob)["secret"]).encode()
+            if len(secret) >= 8:  # a drawn secret has 18-19 digits; a tiny one set by hand keys nothing
+                strings.append(secret)
         elif name.endswith(".txt") and len(blob.strip()) >= MIN_TEXT:
             strings.append(blob.strip())
         for a in read_arrays(name, blob) if name.endswith(IMAGE_SUFFIXES) else []:
@@ -294,7 +340,7 @@ def _belongs(hit: str, answer: tuple) -> bool:
     if "byte for byte" in hit:
         return hashlib.sha256(blob).hexdigest() in shas
     if "private text" in hit:
-        return any(s in text for text in _texts(path.name.lower(), blob) for s in strings)
+        return any(TextSearch(strings).first(text) for text in _texts(path.name.lower(), blob)) if strings else False
     return any(array_fingerprints(a, shapes) & arrays for a in read_arrays(path.name.lower(), blob))
 
 

@@ -3,7 +3,7 @@
 Targets are 33-slice axial slabs of nilearn's 1 mm MNI152 T1 template (scaled to [0, 1]) at secret
 depths, each under a secret smooth deformation and gain field (mirrored half the time; the secret
 is kept in private/secret.json, so no target is a package file under a transform one can undo);
-each source keeps every 4th slice (slices 0, 4, ..., 32, so 9),
+each source keeps every 4th slice (slices 0, 4, ..., 32, so 9) with a little acquisition noise,
 with an affine whose z voxel size is 4 mm. The agent restores the full z resolution:
 output slice k sits at source slice k / 4, and the output grid is the source's first slice with
 1 mm z spacing, shape (x, y, 4 * (nz - 1) + 1).
@@ -32,7 +32,9 @@ def prepare(public: Path, private: Path, n_cases: int = 4, slices: int = 33, sec
         target = deformed_slab(volume, z, slices, volume.shape[:2], stream(secret, 1, i))
         t_affine = affine @ np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, z], [0, 0, 0, 1]], float)
         s_affine = t_affine @ np.diag([1.0, 1.0, FACTOR, 1.0])
-        nib.save(nib.Nifti1Image(np.ascontiguousarray(target[:, :, ::FACTOR]), s_affine),
+        # the kept slices carry acquisition noise: no source slice is a target slice, exactly
+        kept = target[:, :, ::FACTOR] + stream(secret, 2, i).normal(0, 0.01, target[:, :, ::FACTOR].shape)
+        nib.save(nib.Nifti1Image(np.ascontiguousarray(kept, dtype=np.float32), s_affine),
                  str(public / "images" / f"case_{i:03d}.nii.gz"))
         nib.save(nib.Nifti1Image(target, t_affine), str(private / "targets" / f"case_{i:03d}.nii.gz"))
     write_card(public, "zsr_pchip", {
