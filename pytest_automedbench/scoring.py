@@ -21,7 +21,7 @@ class Bands:
 
     A at or above `A`, B at or above `B`, else C; with `C` set, C at or above `C` and F below it
     (enhancement's "below classical"). `relative`: the thresholds are offsets over the baseline's
-    value. `on`: rate this component of the track result (x completion) instead of the metric
+    value. `component`: rate this component of the track result (x completion) instead of the metric
     handed to `grade`. `also`: (name, A, B, C) further values that must reach the same level.
     `min_completion`: F below that completion rate. `bind(result)` reads the values, baselines and
     completion from a TrackResult; unbound bands grade the metric alone.
@@ -31,7 +31,7 @@ class Bands:
     B: float
     C: float | None = None
     relative: bool = False
-    on: str | None = None
+    component: str | None = None
     also: tuple[tuple[str, float, float, float | None], ...] = ()
     min_completion: float | None = None
     bound: dict | None = field(default=None, compare=False)
@@ -39,7 +39,7 @@ class Bands:
     @classmethod
     def from_medals(cls, medals) -> "Bands":
         also = tuple((name, lv.A, lv.B, lv.C) for name, lv in (medals.also or {}).items())
-        return cls(medals.A, medals.B, medals.C, medals.relative_to == "baseline", medals.on, also,
+        return cls(medals.A, medals.B, medals.C, medals.relative_to == "baseline", medals.component, also,
                    medals.min_completion)
 
     def bind(self, result) -> "Bands":
@@ -52,9 +52,9 @@ class Bands:
             return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
         rated = None
-        if self.on is not None:  # a component of the Task value: scaled by completion like the metric
-            rated = (value(self.on) or 0.0) * result.completion_rate
-        main_base = baselines.get(self.on) if self.on else diag.get("baseline_score")
+        if self.component is not None:  # a component of the Task value: scaled by completion like the metric
+            rated = (value(self.component) or 0.0) * result.completion_rate
+        main_base = baselines.get(self.component) if self.component else diag.get("baseline_score")
         return replace(self, bound={"rated": rated, "baseline": main_base, "completion": result.completion_rate,
                                     "also": {n: (value(n), baselines.get(n)) for n, *_ in self.also}})
 

@@ -27,6 +27,8 @@ metric.params:
                   ("baseline_score", "baseline_values"), which relative medal bands use.
                   They depend only on the data, so they are computed on a dataset's first scoring
                   and kept in `<data root>/cache/` (BaselineCache).
+  baseline_smoothing  sigma in pixels of a 2D Gaussian smoothing of that baseline (default 0: none);
+                  1.2 is the anchor's "gaussian" LDCT baseline (compute_baseline_bands.py)
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def number_param(params: dict, key: str, default, ok, expected: str):
 
 
 def baseline_values(public: Path, case: str, ref_img, ref: np.ndarray, data_range: float, order: int,
-                    slices: bool) -> list[float] | None:
+                    slices: bool, sigma: float = 0.0) -> list[float] | None:
     """[SSIM, PSNR] of the classical baseline for one case, or None without a usable input."""
     src = public / "images" / f"{case}{NIFTI_SUFFIX}"
     try:
@@ -67,6 +69,11 @@ def baseline_values(public: Path, case: str, ref_img, ref: np.ndarray, data_rang
         base = resample_like(np.asanyarray(img.get_fdata()), img.affine, ref.shape, ref_img.affine, order)
     except Exception:  # no usable input: the case simply has no baseline
         return None
+    if sigma:  # the anchor's "gaussian" baseline: each 2D image smoothed (scipy, float32)
+        from scipy.ndimage import gaussian_filter
+
+        axes = (sigma, sigma, 0.0)[: base.ndim] if base.ndim == 3 else sigma
+        base = gaussian_filter(base.astype(np.float32), sigma=axes)
     return [ssim(base, ref, data_range, slices), psnr(base, ref, data_range)]
 
 
@@ -81,8 +88,9 @@ class BaselineCache:
 
     VERSION = 2  # v2: the anchor's Gaussian SSIM and PSNR ([ssim, psnr] per case)
 
-    def __init__(self, private: Path, data_range, order: int, slices: bool = False):
-        name = f"baseline-v{self.VERSION}-{data_range}-{order}{'-slices' if slices else ''}.json"
+    def __init__(self, private: Path, data_range, order: int, slices: bool = False, sigma: float = 0.0):
+        name = (f"baseline-v{self.VERSION}-{data_range}-{order}{'-slices' if slices else ''}"
+                f"{f'-smooth{sigma}' if sigma else ''}.json")
         self.path = private.parent / "cache" / name
         try:
             self.entries = json.loads(self.path.read_text())
@@ -161,6 +169,7 @@ def score_images(task, outputs: Path, private: Path, public: Path, output_of: Ca
     data_range = 1.0 if per_case_range else number_param(params, "data_range", 1.0, lambda v: v > 0,
                                                           'a positive number or "target"')
     order = int(number_param(params, "baseline_order", 1, lambda v: v in range(6), "an integer 0-5"))
+    sigma = float(number_param(params, "baseline_smoothing", 0, lambda v: v >= 0, "a number >= 0 (pixels)"))
     slices = params.get("ssim_slices", slices_default)
     if not isinstance(slices, bool):
         raise ValueError(f"metric.params.ssim_slices: expected true or false, got {slices!r}")
@@ -175,7 +184,7 @@ def score_images(task, outputs: Path, private: Path, public: Path, output_of: Ca
     result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
     scores: dict[str, list[float]] = {"ssim": [], "psnr_db": [], "lpips": []}
     baselines = []
-    cache = BaselineCache(private, "target" if per_case_range else data_range, order, slices)
+    cache = BaselineCache(private, "target" if per_case_range else data_range, order, slices, sigma)
     for case in cases:
         target = targets / f"{case}{NIFTI_SUFFIX}"
         ref_img = nib.load(str(target))
@@ -185,7 +194,7 @@ def score_images(task, outputs: Path, private: Path, public: Path, output_of: Ca
         key = cache.key(public / "images" / f"{case}{NIFTI_SUFFIX}", target)
         b = cache.get(case, key)
         if b is None:
-            b = baseline_values(public, case, ref_img, ref, data_range, order, slices)
+            b = baseline_values(public, case, ref_img, ref, data_range, order, slices, sigma)
             if b is not None:
                 cache.put(case, key, b)
         if b is not None:
@@ -230,7 +239,8 @@ def score_images(task, outputs: Path, private: Path, public: Path, output_of: Ca
         result.diagnostics["baseline_score"] = float(np.mean([b[0] for b in baselines]))
         result.diagnostics["baseline_values"] = {"ssim": result.diagnostics["baseline_score"],
                                                  "psnr_db": float(np.mean([b[1] for b in baselines]))}
-        result.diagnostics["baseline"] = f"degraded input on the target grid, spline order {order}"
+        result.diagnostics["baseline"] = (f"degraded input on the target grid, spline order {order}"
+                                          + (f", Gaussian-smoothed (sigma {sigma} px)" if sigma else ""))
     result.diagnostics["data_range"] = "target" if per_case_range else data_range
     return result
 

@@ -100,23 +100,32 @@ def warm_meteor() -> threading.Thread:
     return thread
 
 
-def nlg_scores(hyps: list[str], refs: list[str], which: tuple[str, ...] = NLG) -> dict[str, float]:
-    """bleu (mean of corpus BLEU-1..4), meteor (corpus), rouge_l (mean) on MLRG-prepared texts."""
-    gts = {i: [mlrg_text(r)] for i, r in enumerate(refs)}
+def nlg_scores(hyps: list[str], refs: list[str], which: tuple[str, ...] = NLG,
+               per_study: list[dict] | None = None) -> dict[str, float]:
+    """bleu (mean of corpus BLEU-1..4), meteor (corpus), rouge_l (mean) on MLRG-prepared texts; each
+    study's own values go into `per_study` when given (a dict per study)."""
+    gts = {i: [mlrg_text(r).replace("|||", "")] for i, r in enumerate(refs)}
     res = {i: [mlrg_text(h).replace("|||", "")] for i, h in enumerate(hyps)}
     out: dict[str, float] = {}
+    each: dict[str, list[float]] = {}
     if "bleu" in which:
         from pycocoevalcap.bleu.bleu import Bleu
 
-        bleu_n, _ = Bleu(4).compute_score(gts, res, verbose=0)
+        bleu_n, sentence_n = Bleu(4).compute_score(gts, res, verbose=0)
         out["bleu"] = sum(bleu_n) / 4
+        each["bleu"] = [sum(b) / 4 for b in zip(*sentence_n)]
     if "meteor" in which:
-        out["meteor"] = float(meteor_scorer().compute_score({i: [g[0].replace("|||", "")] for i, g in gts.items()},
-                                                            res)[0])
+        corpus, each["meteor"] = meteor_scorer().compute_score(gts, res)
+        out["meteor"] = float(corpus)
     if "rouge_l" in which:
         from pycocoevalcap.rouge.rouge import Rouge
 
-        out["rouge_l"] = float(Rouge().compute_score(gts, res)[0])
+        corpus, each["rouge_l"] = Rouge().compute_score(gts, res)
+        out["rouge_l"] = float(corpus)
+    if per_study is not None:
+        for name, values in each.items():
+            for row, v in zip(per_study, values):
+                row[name] = float(v)
     return out
 
 
@@ -230,7 +239,9 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     ids = list(hyps)
     h = [" ".join(prepare(hyps[s]).split()) for s in ids]
     r = [" ".join(prepare(refs[s]).split()) for s in ids]
-    values = nlg_scores(h, r, tuple(c for c in NLG if c in comps))
+    rows: list[dict] = [{} for _ in ids]
+    values = nlg_scores(h, r, tuple(c for c in NLG if c in comps), rows)
+    result.per_case = dict(zip(ids, rows))
     models, skipped = model_scores(task, comps, h, r)
     values.update(models)
     if skipped:

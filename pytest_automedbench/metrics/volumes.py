@@ -64,7 +64,7 @@ def ssim(pred: np.ndarray, ref: np.ndarray, data_range: float, slicewise: bool =
     An axis shorter than the 11-pixel window keeps the Gaussian weights but crops with the largest
     odd window that fits (the anchor would refuse such an image).
     """
-    p, r = np.squeeze(pred).astype(np.float32), np.squeeze(ref).astype(np.float32)
+    p, r = np.squeeze(pred).astype(np.float32, copy=False), np.squeeze(ref).astype(np.float32, copy=False)
     if slicewise and r.ndim == 3:
         return float(np.mean([ssim(p[..., k], r[..., k], data_range) for k in range(r.shape[-1])]))
     full = 2 * int(SSIM_TRUNCATE * SSIM_SIGMA + 0.5) + 1

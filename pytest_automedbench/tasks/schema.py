@@ -148,7 +148,7 @@ class Medals(Strict):
     B: float
     C: float | None = None
     relative_to: Literal["absolute", "baseline"] = "absolute"
-    on: str | None = None
+    component: str | None = None  # (not `on`: YAML reads that as true)
     also: dict[str, MedalLevels] = Field(default_factory=dict)
     min_completion: float | None = Field(default=None, ge=0, le=1)
     reason: str | None = None  # why the bands sit where they do (the baselines, the published bands, ...)
