@@ -208,3 +208,16 @@ def test_report_without_checkpoints_is_scored_on_fewer_parts_and_marked(report_c
                                                    "chexbert_f1"]
     with pytest.raises(report.MetricUnavailable, match="set AMB_RADGRAPH_CHECKPOINT"):
         report.preflight(spec(require_checkpoints=True))
+
+
+def test_report_survives_a_failed_meteor_process(report_case, monkeypatch):
+    pub, priv, out = report_case
+
+    class DeadMeteor:
+        def compute_score(self, gts, res):
+            raise ValueError("could not convert string to float: b''")  # what a dead process gives
+
+    monkeypatch.setattr(report, "_METEOR", DeadMeteor())
+    r = report.evaluate(spec(components=["bleu", "meteor"]), out, priv, pub)
+    assert set(r.components) == {"bleu"} and "METEOR 1.5 Java process failed" in r.diagnostics["not_comparable"]
+    assert report._METEOR is None  # started again on the next scoring

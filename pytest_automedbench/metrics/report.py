@@ -101,9 +101,11 @@ def warm_meteor() -> threading.Thread:
 
 
 def nlg_scores(hyps: list[str], refs: list[str], which: tuple[str, ...] = NLG,
-               per_study: list[dict] | None = None) -> dict[str, float]:
+               per_study: list[dict] | None = None, skipped: list[str] | None = None) -> dict[str, float]:
     """bleu (mean of corpus BLEU-1..4), meteor (corpus), rouge_l (mean) on MLRG-prepared texts; each
-    study's own values go into `per_study` when given (a dict per study)."""
+    study's own values go into `per_study` when given (a dict per study). A METEOR process that
+    fails is left out with the reason in `skipped` (and restarted next time); without `skipped`
+    the error propagates."""
     gts = {i: [mlrg_text(r).replace("|||", "")] for i, r in enumerate(refs)}
     res = {i: [mlrg_text(h).replace("|||", "")] for i, h in enumerate(hyps)}
     out: dict[str, float] = {}
@@ -115,8 +117,15 @@ def nlg_scores(hyps: list[str], refs: list[str], which: tuple[str, ...] = NLG,
         out["bleu"] = sum(bleu_n) / 4
         each["bleu"] = [sum(b) / 4 for b in zip(*sentence_n)]
     if "meteor" in which:
-        corpus, each["meteor"] = meteor_scorer().compute_score(gts, res)
-        out["meteor"] = float(corpus)
+        try:
+            corpus, each["meteor"] = meteor_scorer().compute_score(gts, res)
+            out["meteor"] = float(corpus)
+        except (OSError, ValueError) as e:  # Java missing or its process died: no METEOR this time
+            global _METEOR
+            _METEOR = None
+            if skipped is None:
+                raise
+            skipped.append(f"meteor: the METEOR 1.5 Java process failed ({type(e).__name__}: {e})")
     if "rouge_l" in which:
         from pycocoevalcap.rouge.rouge import Rouge
 
@@ -240,10 +249,12 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     h = [" ".join(prepare(hyps[s]).split()) for s in ids]
     r = [" ".join(prepare(refs[s]).split()) for s in ids]
     rows: list[dict] = [{} for _ in ids]
-    values = nlg_scores(h, r, tuple(c for c in NLG if c in comps), rows)
+    failed: list[str] = []
+    values = nlg_scores(h, r, tuple(c for c in NLG if c in comps), rows, failed)
     result.per_case = dict(zip(ids, rows))
     models, skipped = model_scores(task, comps, h, r)
     values.update(models)
+    skipped = failed + skipped
     if skipped:
         mark_not_comparable(result, "not scored: " + "; ".join(skipped))
         result.diagnostics["components_missing"] = [c for c in comps if c not in values]
