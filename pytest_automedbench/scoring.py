@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 STAGE_WEIGHTS = {"S1": 0.25, "S2": 0.15, "S3": 0.35, "S4": 0.15, "S5": 0.10}
 
+
 @dataclass(frozen=True)
 class Bands:
     """Medal bands of a task (docs/tracks.md, "Medals"), as the anchors grade results.
@@ -60,28 +61,29 @@ class Bands:
 
     def grade(self, metric: float, baseline: float | None = None) -> str | None:
         """A/B/C/F for `metric` (or the bound component); None when a needed baseline or value is missing."""
-        b = self.bound or {}
-        if self.min_completion is not None and b.get("completion") is not None \
-                and b["completion"] < self.min_completion:
+        bound = self.bound or {}
+        if self.min_completion is not None and bound.get("completion", 1.0) < self.min_completion:
             return "F"
-        value = b["rated"] if b.get("rated") is not None else metric
-        base = b.get("baseline", baseline) if self.bound is not None else baseline
-        levels = ("A", "B", "C") if self.C is not None else ("A", "B")
-        offsets = {"A": self.A, "B": self.B, "C": self.C}
+        value = bound["rated"] if bound.get("rated") is not None else metric
+        base = bound.get("baseline") if self.bound is not None else baseline
         if self.relative and base is None:
             return None
-        checks = [(value, {lv: offsets[lv] + (base if self.relative else 0.0) for lv in levels})]
-        for name, a, b_, c in self.also:
-            v, v_base = b.get("also", {}).get(name, (None, None))
+        levels = ("A", "B", "C") if self.C is not None else ("A", "B")
+        checks = [(value, self._thresholds((self.A, self.B, self.C), base, levels))]
+        for name, *extra in self.also:
+            v, v_base = bound.get("also", {}).get(name, (None, None))
             if v is None or (self.relative and v_base is None):
                 return None
-            extra = {"A": a, "B": b_, "C": c}
-            checks.append((v, {lv: (extra[lv] if extra[lv] is not None else float("-inf"))
-                               + (v_base if self.relative else 0.0) for lv in levels}))
+            checks.append((v, self._thresholds(extra, v_base, levels)))
         for lv in levels:
             if all(v >= thresholds[lv] for v, thresholds in checks):
                 return lv
         return "F" if self.C is not None else "C"
+
+    def _thresholds(self, abc, base, levels) -> dict[str, float]:
+        """Each level's threshold: the value (a missing C: no bar), over the baseline when relative."""
+        shift = base if self.relative else 0.0
+        return {lv: (t if t is not None else float("-inf")) + shift for lv, t in zip("ABC", abc) if lv in levels}
 
 
 # Default medal bands per track, as the anchors publish them (docs/tracks.md, "Medals"):
