@@ -259,7 +259,10 @@ CROP_CHECKS = {
     "demo-zsr-restore": ("private", ["nilearn MNI152 T1 (brain box)"]),
     "demo-coin-detection": ("public", ["skimage coins"]),
     "demo-retina-vessels-2d": ("public", ["skimage retina (green, half size)"]),
-    "demo-image-type": ("public", ["skimage cell", "skimage immunohistochemistry"]),
+    # not scikit-image's `cell`: it is so smooth that a patch of it rotated by any angle still
+    # correlates >= 0.98 with some place of it, so a crop test cannot tell a copy there (and which
+    # image a patch comes from is the task's own question, not a hidden answer)
+    "demo-image-type": ("public", ["skimage immunohistochemistry"]),
 }
 
 

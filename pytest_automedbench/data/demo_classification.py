@@ -58,8 +58,11 @@ def sample_patch(image: np.ndarray, rng: np.random.Generator, half: int) -> np.n
         window = image[y:y + big, x:x + big].astype(np.float64)
         if (window > 20).mean() >= 0.6:
             break
-    zoom = rng.uniform(0.85, 1.15)
-    p = rotate(window, rng.uniform(0, 360), resize=False, order=1, preserve_range=True)
+    # never near a quarter turn or the original scale: a patch must not be a crop of its package
+    # image under a transform one can undo (tests/test_leaks.py looks for exactly that)
+    zoom = rng.choice([-1, 1]) * rng.uniform(0.07, 0.15) + 1
+    angle = 90 * rng.integers(4) + rng.choice([-1, 1]) * rng.uniform(15, 45)
+    p = rotate(window, angle, resize=False, order=1, preserve_range=True)
     side = int(round(PATCH * zoom))
     c = (big - side) // 2
     from skimage.transform import resize
