@@ -160,7 +160,8 @@ def describe(state: dict[str, Any], now: float) -> str:
         parts.append("$?" if state.get("cost") is None and state.get("tokens") else f"${state.get('cost') or 0:.2f}")
     else:
         parts.append({"setup": "preparing", "scoring": "scoring"}.get(state.get("phase"), str(state.get("phase"))))
-    parts.append(_elapsed(now - float(state.get("started") or now)))
+    started = state.get("started")
+    parts.append(_elapsed(now - (now if started is None else float(started))))
     return ", ".join(parts)
 
 
@@ -244,6 +245,7 @@ class ProgressDisplay:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_lines: dict[str, float] = {}
+        self._states: list[dict[str, Any]] = []
         tw = reporter._tw  # pytest's TerminalWriter: its file is swapped for the proxy while we run
         self._original = tw._file
         self._out, self._owns_out = _terminal_stream(self._original)
@@ -269,17 +271,16 @@ class ProgressDisplay:
 
     def _renderable(self):
         from rich.table import Table
+        from rich.text import Text
 
         now = self.clock()
-        grid = Table.grid(padding=(0, 1))
+        grid = Table.grid(padding=(0, 1), expand=True)
         grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
         grid.add_column(no_wrap=True, justify="right")
         for state in self._states:
             worker = f"[{state['worker']}] " if str(state.get("worker", "")).startswith("gw") else ""
-            grid.add_row(f"{worker}{state.get('test')}", describe(state, now))
+            grid.add_row(Text(f"{worker}{state.get('test')}"), Text(describe(state, now)))  # no markup: ids hold [..]
         return grid
-
-    _states: list[dict[str, Any]] = []
 
     def _poll(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -294,7 +295,7 @@ class ProgressDisplay:
         now = self.clock()
         for state in states:
             test = state.get("test")
-            last = self._last_lines.get(test, float(state.get("started") or now))
+            last = self._last_lines.get(test, float(state.get("started", now)))
             if now - last >= self.interval_s:
                 self._last_lines[test] = now
                 self.proxy.insert_line(progress_line(state, now))

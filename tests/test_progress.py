@@ -1,0 +1,123 @@
+"""Live progress: the worker-side files, the lines in a log, the live region on a terminal."""
+import io
+import time
+from types import SimpleNamespace
+
+import pytest
+from _pytest._io import TerminalWriter
+
+from pytest_automedbench.agents.base import Usage
+from pytest_automedbench.agents.loop import RunRecord, TraceEvent
+from pytest_automedbench.progress import (ProgressChannel, ProgressDisplay, RunProgress, choose_mode, describe,
+                                          progress_line)
+
+
+class Clock:
+    def __init__(self, t=1000.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def record_with(turns, cells, tokens, cost):
+    record = RunRecord(turns=turns, usage=Usage(input=tokens), cost_usd=cost)
+    for i, code in enumerate(cells):
+        record.trace.append(TraceEvent(i, i + 1, "execute_code", float(i), language="python", code=code))
+    return record
+
+
+def test_run_progress_writes_the_state_the_display_reads(tmp_path):
+    clock = Clock()
+    channel = ProgressChannel(tmp_path / "p")
+    run = RunProgress(channel, "gw1", "segmentation/demo-brain-seg[lite]", max_turns=50, n_cases=3, clock=clock)
+    run.phase("setup")
+    (state,) = channel.read()
+    assert state["test"] == "segmentation/demo-brain-seg[lite]" and state["phase"] == "setup"
+    clock.t += 1
+    record = record_with(3, ["open('plan.md','w').write('# plan')", "import torch; print(torch.__version__)"],
+                         12_345, 0.0412)
+    run.step(record)
+    (state,) = channel.read()
+    assert (state["turn"], state["tokens"], state["cost"], state["stage"]) == (3, 12_345, 0.0412, "S2")
+    assert [e.stage for e in record.trace] == [None, None]  # the judge's labels are its own business
+    clock.t += 0.1
+    run.step(record_with(4, [], 20_000, 0.05))  # throttled: within 0.5 s of the last write
+    assert channel.read()[0]["turn"] == 3
+    clock.t += 61
+    assert describe(channel.read()[0], clock()) == "turn 3/50, S2, 12.3k tokens, $0.04, 1:02"
+    assert progress_line(channel.read()[0], clock()) == (
+        "automedbench: running segmentation/demo-brain-seg[lite] [gw1]: turn 3/50, S2, 12.3k tokens, $0.04, 1:02")
+    run.end()
+    assert channel.read() == []
+
+
+def test_unknown_cost_and_long_runs():
+    state = {"test": "t", "worker": "main", "phase": "agent", "turn": 7, "max_turns": None, "stage": "S4",
+             "tokens": 2_500_000, "cost": None, "started": 0.0}
+    assert describe(state, 3725.0) == "turn 7, S4, 2.5M tokens, $?, 1:02:05"
+    assert progress_line(state, 1.0).startswith("automedbench: running t: ")  # no worker tag when serial
+
+
+def test_mode_choice():
+    assert choose_mode("auto", 0, isatty=True) == "live"
+    assert choose_mode("auto", 0, isatty=False) == "lines"
+    assert choose_mode("auto", -1, isatty=True) == "off"  # -q stays quiet
+    assert choose_mode("lines", -1, isatty=False) == "off"
+    assert choose_mode("lines", 0, isatty=True) == "lines"
+    with pytest.raises(ValueError, match="expected one of auto, live, lines, off"):
+        choose_mode("fancy", 0, True)
+
+
+def fake_reporter():
+    out = io.StringIO()
+    return SimpleNamespace(_tw=TerminalWriter(out)), out
+
+
+def test_lines_mode_keeps_pytests_partial_line_intact(tmp_path):
+    clock = Clock()
+    channel = ProgressChannel(tmp_path / "p")
+    reporter, out = fake_reporter()
+    display = ProgressDisplay(channel, reporter, "lines", interval_s=30, clock=clock)
+    display.start()
+    try:
+        reporter._tw.write("suite/a.task.yaml ")
+        channel.write("gw0", {"test": "seg/a[lite]", "worker": "gw0", "phase": "agent", "turn": 2, "max_turns": 9,
+                              "stage": "S1", "tokens": 10, "cost": 0.0, "started": clock.t})
+        display.tick()
+        assert out.getvalue() == "suite/a.task.yaml "  # not due yet
+        clock.t += 31
+        display.tick()
+        display.tick()  # once per interval
+        reporter._tw.write(".")
+        display.test_finished("seg/a[lite]")
+        clock.t += 100
+        display.tick()
+    finally:
+        display.stop()
+    assert out.getvalue() == ("suite/a.task.yaml \n"
+                              "automedbench: running seg/a[lite] [gw0]: turn 2/9, S1, 10 tokens, $0.00, 0:31\n"
+                              "suite/a.task.yaml .")
+    assert "\r" not in out.getvalue()
+    assert reporter._tw._file is out  # given back
+
+
+def test_live_region_prints_pytests_lines_above_it(tmp_path):
+    """With rich's live region on, pytest's whole lines still come out, in order, and its partial line
+    (a file's dots) comes out when the region goes."""
+    channel = ProgressChannel(tmp_path / "p")
+    reporter, out = fake_reporter()
+    display = ProgressDisplay(channel, reporter, "live")
+    display.start()
+    channel.write("main", {"test": "seg/a[lite]", "worker": "main", "phase": "agent", "turn": 2, "max_turns": 9,
+                           "stage": "S3", "tokens": 10, "cost": 0.0, "started": time.time()})
+    deadline = time.time() + 30
+    while "seg/a[lite]" not in out.getvalue() and time.time() < deadline:
+        time.sleep(0.1)
+    reporter._tw.write("suite/a.task.yaml .")
+    reporter._tw.write("\nsuite/b.task.yaml ")
+    display.stop()
+    text = out.getvalue()
+    assert "seg/a[lite]" in text and "turn 2/9, S3" in text  # the region was drawn
+    assert "suite/a.task.yaml ." in text and text.endswith("suite/b.task.yaml ")
+    assert text.index("suite/a.task.yaml .") < text.index("suite/b.task.yaml ")
