@@ -28,20 +28,12 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-MODES = ("auto", "live", "lines", "off")
-PROGRESS_OPTIONS = [
-    # (name, ini, default, type, help): the same shape as plugin.OPTIONS
-    ("progress", "amb_progress", "auto", str,
-     "progress of running tests: auto (live on a terminal, lines in a log, off with -q), live, lines or off"),
-    ("progress-interval", "amb_progress_interval", "60", float,
-     "seconds between progress lines in a log (lines mode)"),
-]
+MODES = ("auto", "live", "lines", "off")  # --amb-progress (settings.py)
 STAGES = ("S1", "S2", "S3", "S4", "S5")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -330,22 +322,16 @@ def choose_mode(requested: str, verbosity: int, isatty: bool) -> str:
     return requested
 
 
-@dataclass
-class ProgressSettings:
-    mode: str = "auto"
-    interval_s: float = 60.0
-
-
 class ProgressPlugin:
     """Registered by plugin.py in every process: workers and serial sessions report, the process
     that owns the terminal (the controller, or a serial session) displays."""
 
-    def __init__(self, config, runs_dir: Path, settings: ProgressSettings):
+    def __init__(self, config, settings):
         self.config = config
         self.worker = getattr(config, "workerinput", {}).get("workerid", "main")
         folder = getattr(config, "workerinput", {}).get("amb_progress_dir")
-        self.channel = ProgressChannel(Path(folder)) if folder else ProgressChannel.new(runs_dir)
-        self.settings = settings
+        self.channel = ProgressChannel(Path(folder)) if folder else ProgressChannel.new(settings.runs_dir)
+        self.mode, self.interval_s = settings.progress, settings.progress_interval_s
         self.display: ProgressDisplay | None = None
         self.current: RunProgress | None = None
 
@@ -362,11 +348,10 @@ class ProgressPlugin:
         if reporter is None:
             return
         stream = getattr(reporter._tw, "_file", None)
-        mode = choose_mode(self.settings.mode, self.config.get_verbosity(),
-                           bool(getattr(stream, "isatty", lambda: False)()))
+        mode = choose_mode(self.mode, self.config.get_verbosity(), bool(getattr(stream, "isatty", lambda: False)()))
         if mode == "off":
             return
-        self.display = ProgressDisplay(self.channel, reporter, mode, self.settings.interval_s)
+        self.display = ProgressDisplay(self.channel, reporter, mode, self.interval_s)
         self.display.start()
 
     def pytest_runtest_logreport(self, report) -> None:
@@ -391,8 +376,9 @@ class ProgressPlugin:
             self.channel.close()
 
     # running side
-    def begin(self, test: str, max_turns: int | None, n_cases: int) -> RunProgress:
-        self.current = RunProgress(self.channel, self.worker, test, max_turns=max_turns, n_cases=n_cases)
+    def begin(self, test: str, task, settings) -> RunProgress:
+        max_turns = settings.max_turns or task.spec.policy.max_turns
+        self.current = RunProgress(self.channel, self.worker, test, max_turns=max_turns, n_cases=task.spec.cases.count)
         self.current.phase("setup")
         return self.current
 
