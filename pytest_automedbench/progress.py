@@ -114,11 +114,16 @@ class RunProgress:
         self._write()
 
     def step(self, record) -> None:
-        """Called by the agent loop after each model turn and each tool call."""
-        if self.clock() - self._written < self.every_s:
+        """Called by the agent loop after each model turn and each tool call, and once at its end."""
+        ended = record.ended_by != "not_started"
+        if not ended and self.clock() - self._written < self.every_s:
             return
-        self.state.update(phase="agent", turn=record.turns, tokens=record.usage.total(), cost=record.cost_usd,
-                          stage=live_stage(record, self.n_cases))
+        try:
+            stage = live_stage(record, self.n_cases)
+        except Exception:  # progress is a courtesy: it never breaks a run
+            stage = self.state.get("stage")
+        self.state.update(phase="scoring" if ended else "agent", turn=record.turns, tokens=record.usage.total(),
+                          cost=record.cost_usd, stage=stage)
         self._write()
 
     def end(self) -> None:
@@ -143,15 +148,17 @@ def _elapsed(seconds: float) -> str:
 def describe(state: dict[str, Any], now: float) -> str:
     """'turn 3/50, S2, 12.3k tokens, $0.04, 1:02' (what a run is doing, for a line or a table row)."""
     parts = []
-    if state.get("phase") == "agent":
+    if state.get("phase") in ("agent", "scoring"):
         turns = state.get("turn") or 0
         parts.append(f"turn {turns}/{state['max_turns']}" if state.get("max_turns") else f"turn {turns}")
         if state.get("stage"):
             parts.append(state["stage"])
         parts.append(f"{_count(int(state.get('tokens') or 0))} tokens")
         parts.append("$?" if state.get("cost") is None and state.get("tokens") else f"${state.get('cost') or 0:.2f}")
+        if state["phase"] == "scoring":
+            parts.append("scoring")
     else:
-        parts.append({"setup": "preparing", "scoring": "scoring"}.get(state.get("phase"), str(state.get("phase"))))
+        parts.append("preparing")
     started = state.get("started")
     parts.append(_elapsed(now - (now if started is None else float(started))))
     return ", ".join(parts)
@@ -238,6 +245,7 @@ class ProgressDisplay:
         self._thread: threading.Thread | None = None
         self._last_lines: dict[str, float] = {}
         self._states: list[dict[str, Any]] = []
+        self._spinners: dict[str, Any] = {}
         tw = reporter._tw  # pytest's TerminalWriter: its file is swapped for the proxy while we run
         self._original = tw._file
         self._out, self._owns_out = _terminal_stream(self._original)
@@ -262,16 +270,19 @@ class ProgressDisplay:
         return [s for s in self.channel.read() if s.get("test") not in self.finished]
 
     def _renderable(self):
+        from rich.spinner import Spinner
         from rich.table import Table
         from rich.text import Text
 
         now = self.clock()
-        grid = Table.grid(padding=(0, 1), expand=True)
-        grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-        grid.add_column(no_wrap=True, justify="right")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(no_wrap=True, overflow="ellipsis", style="bold")
+        grid.add_column(no_wrap=True, style="dim")
         for state in self._states:
             worker = f"[{state['worker']}] " if str(state.get("worker", "")).startswith("gw") else ""
-            grid.add_row(Text(f"{worker}{state.get('test')}"), Text(describe(state, now)))  # no markup: ids hold [..]
+            spinner = self._spinners.setdefault(state.get("test"), Spinner("dots", style="cyan"))
+            grid.add_row(spinner, Text(f"{worker}{state.get('test')}"), Text(describe(state, now)))  # ids hold [..]
         return grid
 
     def _poll(self) -> None:

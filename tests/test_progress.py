@@ -121,3 +121,76 @@ def test_live_region_prints_pytests_lines_above_it(tmp_path):
     assert "seg/a[lite]" in text and "turn 2/9, S3" in text  # the region was drawn
     assert "suite/a.task.yaml ." in text and text.endswith("suite/b.task.yaml ")
     assert text.index("suite/a.task.yaml .") < text.index("suite/b.task.yaml ")
+
+
+SLOW_STEPS = """\
+- say: working slowly
+- execute_code: {language: python, code: "import time; time.sleep(1)"}
+- execute_code: {language: python, code: "open('plan.md', 'w').write('# plan'); import time; time.sleep(1)"}
+- submit_results: {}
+"""
+
+
+def _slow_run_args(tiny_suite):
+    (tiny_suite / "slow.yaml").write_text(SLOW_STEPS)
+    return ["suite", "-p", "no:cacheprovider", f"--amb-model=script:{tiny_suite / 'slow.yaml'}",
+            "--amb-progress-interval=0.5"]
+
+
+@pytest.fixture
+def this_checkout(monkeypatch):
+    """Subprocess sessions import this checkout's plugin (not another install's)."""
+    import os
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
+
+
+def test_progress_lines_from_xdist_workers_in_a_log(tiny_suite, pytester, this_checkout):
+    """-n 2 into a pipe (CI): the controller prints plain progress lines read from the workers' files."""
+    r = pytester.runpytest_subprocess(*_slow_run_args(tiny_suite), "-n", "2")
+    out = r.stdout.str()
+    lines = [line for line in out.splitlines() if line.startswith("automedbench: running ")]
+    assert lines, out
+    assert all("segmentation/tiny-seg[lite] [gw" in line for line in lines), lines
+    assert any(", S1, 0 tokens, $0.00, 0:0" in line for line in lines), lines  # a script agent spends nothing
+    assert "\r" not in out and "\x1b[" not in out
+    assert not list((pytester.path / "reports" / "runs" / ".progress").glob("*"))  # cleaned up
+
+
+def test_quiet_runs_show_no_progress(tiny_suite, pytester, this_checkout):
+    r = pytester.runpytest_subprocess(*_slow_run_args(tiny_suite), "-q")
+    assert "automedbench: running" not in r.stdout.str()
+
+
+def test_live_progress_on_a_terminal_despite_output_capture(tiny_suite, pytester, this_checkout):
+    """A serial session on a terminal: the region is redrawn while the test runs (pytest captures fd 1
+    then), and goes away before the summary."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *_slow_run_args(tiny_suite)], cwd=pytester.path,
+                            stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the session ended (EIO on Linux)
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(leader)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert "tiny-seg[lite]" in text and "turn " in text and "tokens" in text, text[-3000:]
+    redraws = text.count("\x1b[2K")  # rich erases and redraws the region's line
+    assert redraws >= 3, text[-3000:]
+    tail = text[text.rindex("short test summary") if "short test summary" in text else -2000:]
+    assert "automedbench: running" not in tail

@@ -153,6 +153,7 @@ class AgentLoop:
             record.wall_time_s = round(self.clock() - started, 3)
             if isinstance(policy, RetryPolicy):
                 policy.on_retry = outer
+            self._step(record)  # the end (record.ended_by is set)
         return record
 
     # -- the conversation ------------------------------------------------------------------
