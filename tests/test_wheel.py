@@ -78,6 +78,9 @@ def test_wheel_installs_and_runs_the_demo_suite_outside_the_checkout(tmp_path, v
     metrics.write_text('{"dice": 0.5}')
     assert "rexmle-isles22 [ReX-MLE: isles22]" in _run([automedbench, "rank", "rexmle-isles22", "--metrics",
                                                          str(metrics)], work, env)
+    installed_demo = _run([automedbench, "suites", "--path", "demo"], work, env).strip()
+    header = _run([python, "-m", "pytest", installed_demo, "--collect-only", "-p", "no:cacheprovider"], work, env)
+    assert f"runs -> {work / 'reports' / 'runs'}" in header  # in place: reports land here, not in site-packages
     _run([automedbench, "suites", "--copy", str(work), "demo"], work, env)
     out = _run([python, "-m", "pytest", "-p", "no:cacheprovider", "-k", "coin_detection", "--junitxml=out.xml"],
                work, env)
