@@ -112,7 +112,7 @@ def check_limits(s: RunSettings) -> None:
 
 
 def check_gpus(config) -> None:
-    from .settings import read_option
+    from .options import read_option
 
     text = read_option(config, "amb_gpus", str)
     if not text or text.strip().lower() in ("none", "cpu"):
