@@ -54,6 +54,7 @@ def pytest_configure(config):
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: automedbench {tier} tier runs")
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
+    config.addinivalue_line("markers", "rexmle: ReX-MLE challenges (ranked against human leaderboards; pro only)")
     try:
         config.stash[SETTINGS_KEY] = settings = settings_from(config)
         check_settings(settings, config)  # before any run or pytest-xdist worker starts
@@ -219,7 +220,7 @@ class TaskFile(pytest.File):
                 item = TaskItem.from_parent(self, name=f"{task.spec.track}/{task.spec.id}[{tier}{suffix}]",
                                             task=task, tier=tier, repeat=repeat)
                 item.tier_missing = missing
-                for mark in (task.spec.track, tier, "automedbench"):
+                for mark in (task.spec.track, tier, "automedbench", *(["rexmle"] if task.spec.rexmle else [])):
                     item.add_marker(mark)
                 yield item
 
