@@ -134,10 +134,10 @@ def pytest_collect_file(file_path: Path, parent):
 
 
 def tiers_collected(config, settings: RunSettings) -> tuple[str, ...]:
-    """--amb-tier's tiers; every tier when --amb-tier is not set and `-m` names a tier (`-m pro`
-    then picks the tiers, as markers do)."""
+    """--amb-tier's tiers; every tier when --amb-tier is not set and `-m` names a tier or the
+    rexmle marker (`-m pro`, `-m rexmle`: the markers then pick the tiers)."""
     explicit = config.getoption("amb_tier") is not None or "amb_tier" in config.inicfg
-    named = set(re.findall(r"[A-Za-z_]\w*", config.option.markexpr or "")) & set(TIERS)
+    named = set(re.findall(r"[A-Za-z_]\w*", config.option.markexpr or "")) & {*TIERS, "rexmle"}
     if not explicit and named:
         return TIERS
     return settings.tiers_wanted(TIERS)

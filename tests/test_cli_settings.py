@@ -33,6 +33,8 @@ def test_the_cards_command_collects_the_benchmark_and_nothing_else():
     assert "tasks deselected" not in out
     pro_items, _ = collect_from_root("-m", "pro")  # the marker picks the tier
     assert sum("rexmle-" in i for i in pro_items) == 21 and all(i.endswith("[pro]") for i in pro_items)
+    challenges, _ = collect_from_root("-m", "rexmle")
+    assert len(challenges) == 21 and all("rexmle-" in i and i.endswith("[pro]") for i in challenges)
     one, out = collect_from_root("-k", "isles22")
     assert one == [] and "automedbench: 1 task deselected: no lite tier (1 ReX-MLE challenge: pro only); " \
                          "run it with --amb-tier=pro, --amb-tier=all or -m pro" in out
