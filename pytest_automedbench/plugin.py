@@ -288,6 +288,8 @@ class TaskItem(pytest.Item):
         unpriced = unpriced_message(agent.model_id, settings.price_table, settings.max_cost_usd)
         if unpriced:
             warnings.warn(pytest.PytestWarning(unpriced))
+        if self.progress is not None:
+            self.progress.phase("agent")  # data ready, agent built: the run proper starts
         self.result = execute(self.task, self.tier, self.repeat, agent, data, settings,
                               on_step=self.progress.step if self.progress else None)
 

@@ -50,16 +50,22 @@ class ProgressChannel:
         return cls(Path(runs_dir) / ".progress" / uuid.uuid4().hex[:12])
 
     def write(self, worker: str, state: dict[str, Any]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{worker}.{os.getpid()}.tmp"
         try:
+            self.folder.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps(state), encoding="utf-8")
             os.replace(tmp, self.folder / f"{worker}.json")
-        except OSError:  # progress is a courtesy: a full disk must not fail the run
-            tmp.unlink(missing_ok=True)
+        except OSError:  # progress is a courtesy: a full disk or a read-only folder must not fail the run
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def remove(self, worker: str) -> None:
-        (self.folder / f"{worker}.json").unlink(missing_ok=True)
+        try:
+            (self.folder / f"{worker}.json").unlink(missing_ok=True)
+        except OSError:
+            pass
 
     def read(self) -> list[dict[str, Any]]:
         states = []

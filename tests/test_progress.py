@@ -194,3 +194,13 @@ def test_live_progress_on_a_terminal_despite_output_capture(tiny_suite, pytester
     assert redraws >= 3, text[-3000:]
     tail = text[text.rindex("short test summary") if "short test summary" in text else -2000:]
     assert "automedbench: running" not in tail
+
+
+def test_an_unwritable_progress_folder_never_fails_a_run(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    run = RunProgress(ProgressChannel(blocker / "p"), "main", "t", clock=Clock())
+    run.phase("setup")
+    run.step(record_with(1, [], 1, 0.0))
+    run.end()
+    assert ProgressChannel(blocker / "p").read() == []
