@@ -7,7 +7,6 @@ from __future__ import annotations
 import atexit
 import gc
 import os
-import re
 import warnings
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from .sandbox import SandboxError, isolation_of
 from .settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
+from .selection import deselect_missing_tiers, no_tier_line, tiers_collected
 from .validate import check as check_settings
 
 SETTINGS_KEY = pytest.StashKey[RunSettings]()
@@ -133,28 +133,13 @@ def pytest_collect_file(file_path: Path, parent):
     return None
 
 
-def tiers_collected(config, settings: RunSettings) -> tuple[str, ...]:
-    """--amb-tier's tiers; every tier when --amb-tier is not set and `-m` names a tier or the
-    rexmle marker (`-m pro`, `-m rexmle`: the markers then pick the tiers)."""
-    explicit = config.getoption("amb_tier") is not None or "amb_tier" in config.inicfg
-    named = set(re.findall(r"[A-Za-z_]\w*", config.option.markexpr or "")) & {*TIERS, "rexmle"}
-    if not explicit and named:
-        return TIERS
-    return settings.tiers_wanted(TIERS)
-
-
 @pytest.hookimpl(trylast=True)  # after -k and -m: the line counts only the tasks they left
 def pytest_collection_modifyitems(config, items):
-    lacking = [item for item in items if getattr(item, "tier_missing", False)]
-    if not lacking:
-        return
-    items[:] = [item for item in items if not getattr(item, "tier_missing", False)]
-    config.hook.pytest_deselected(items=lacking)
-    no_tier = {item.task.spec.id: {"tiers": item.task.spec.tiers.available(), "rexmle": item.task.spec.rexmle is not None}
-               for item in lacking}
-    config.stash[NO_TIER_KEY] = no_tier
-    if hasattr(config, "workeroutput"):  # the controller prints the line (pytest_testnodedown)
-        config.workeroutput["amb_no_tier"] = no_tier
+    no_tier = deselect_missing_tiers(config, items)
+    if no_tier:
+        config.stash[NO_TIER_KEY] = no_tier
+        if hasattr(config, "workeroutput"):  # the controller prints the line (pytest_testnodedown)
+            config.workeroutput["amb_no_tier"] = no_tier
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -168,21 +153,6 @@ def pytest_terminal_summary(terminalreporter, config):
     no_tier = config.stash.get(NO_TIER_KEY, None)
     if no_tier:
         terminalreporter.write_line(no_tier_line(no_tier, config.stash[TIERS_KEY]))
-
-
-def no_tier_line(no_tier: dict[str, dict], wanted: tuple[str, ...]) -> str:
-    """One line: how many tasks were deselected for lacking the tier asked for, and how to run them."""
-    groups: dict[tuple[bool, tuple[str, ...]], int] = {}
-    for info in no_tier.values():
-        key = (info["rexmle"], tuple(info["tiers"]))
-        groups[key] = groups.get(key, 0) + 1
-    kinds = "; ".join(f"{n} {'ReX-MLE challenge' if rexmle else 'task'}{'s' if n != 1 else ''}: {'/'.join(tiers)} only"
-                      for (rexmle, tiers), n in sorted(groups.items(), reverse=True))
-    tiers = sorted({t for _, ts in groups for t in ts}, key=TIERS.index)
-    n = len(no_tier)
-    return (f"automedbench: {n} task{'s' if n != 1 else ''} deselected: no {' or '.join(wanted)} tier ({kinds}); "
-            f"run {'them' if n != 1 else 'it'} with {', '.join(f'--amb-tier={t}' for t in tiers)}, --amb-tier=all "
-            f"or {' / '.join(f'-m {t}' for t in tiers)}")
 
 
 @pytest.hookimpl(tryfirst=True)

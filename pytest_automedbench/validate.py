@@ -4,9 +4,9 @@ A value that cannot work is a usage error naming the option, with a did-you-mean
 name exists: `--amb-model=cluade` stops the session at once instead of erroring every test.
 `check(settings, config)` raises SettingsError; plugin.py turns it into pytest's usage error.
 
-Names that plugins may add (agents, sandboxes) are asked of the plugins: an agent spec that is not
-built in is offered to `pytest_amb_make_agent` with task=None (None back means no plugin knows
-it); a sandbox name that is not built in is accepted only when some plugin implements
+The judge is `heuristic` or an agent spec (checked as --amb-model is). Names that plugins may add
+(agents, sandboxes) are asked of the plugins: an agent spec that is not built in is offered to
+`pytest_amb_make_agent` with task=None (None back means no plugin knows it); a sandbox name that is not built in is accepted only when some plugin implements
 `pytest_amb_make_sandbox` (that hook may only adjust the config, so it cannot be asked).
 """
 from __future__ import annotations
@@ -20,34 +20,36 @@ from .suites import did_you_mean
 #: The built-in --amb-model kinds and forms (the contract in docs/agents.md).
 AGENT_NAMES = ("reference", "null", "script", "claude", "gpt", "openai", "command")
 AGENT_FORMS = "reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD"
-JUDGE_NAMES = ("heuristic", "claude", "gpt", "openai")
 _GPU_ID = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
 
 
 def check(settings: RunSettings, config) -> None:
     check_agent(settings.model, config)
-    check_judge(settings.judge)
+    check_judge(settings.judge, config)
     check_sandbox(settings.sandbox, config)
     check_limits(settings)
     check_gpus(config)
     check_baseline(settings)
 
 
-def check_agent(spec: str, config) -> None:
+def check_agent(spec: str, config, option: str = "--amb-model") -> None:
     kind, sep, arg = spec.partition(":")
     if kind in AGENT_NAMES:
         if kind == "script":
-            _check_step_file(arg)
+            _check_step_file(arg, option)
         elif kind in ("openai", "command") and not arg.strip():
             example = "openai:gpt-4o-mini" if kind == "openai" else "'command:python my_agent.py'"
-            raise SettingsError(f"--amb-model={spec}: {kind}: needs {'a model id' if kind == 'openai' else 'a command'}, "
-                                f"e.g. --amb-model={example}")
+            raise SettingsError(f"{option}={spec}: {kind}: needs {'a model id' if kind == 'openai' else 'a command'}, "
+                                f"e.g. {option}={example}")
         elif kind in ("reference", "null") and sep:
-            raise SettingsError(f"--amb-model={spec}: {kind} takes no argument")
+            raise SettingsError(f"{option}={spec}: {kind} takes no argument")
         return
     if _plugin_knows_agent(spec, config):
         return
-    raise SettingsError(f"--amb-model={spec}: unknown agent{did_you_mean(kind, AGENT_NAMES)}; built in: {AGENT_FORMS} "
+    names = AGENT_NAMES if option == "--amb-model" else ("heuristic", *AGENT_NAMES)
+    what = "agent" if option == "--amb-model" else "judge"
+    raise SettingsError(f"{option}={spec}: unknown {what}{did_you_mean(kind, names)}; built in: "
+                        f"{'' if what == 'agent' else 'heuristic or an agent: '}{AGENT_FORMS} "
                         "(others come from plugins implementing pytest_amb_make_agent)")
 
 
@@ -58,31 +60,27 @@ def _plugin_knows_agent(spec: str, config) -> bool:
         return True
 
 
-def _check_step_file(path: str) -> None:
+def _check_step_file(path: str, option: str) -> None:
     from .agents import StepFileError
     from .agents.scripted import load_steps
 
     if not path:
-        raise SettingsError("--amb-model=script: needs a step file, e.g. --amb-model=script:steps.yaml")
+        raise SettingsError(f"{option}=script: needs a step file, e.g. {option}=script:steps.yaml")
     file = Path(path).expanduser()
     if not file.is_file():
         siblings = [p.name for p in file.parent.glob("*") if p.is_file()] if file.parent.is_dir() else []
-        raise SettingsError(f"--amb-model=script:{path}: no such step file{did_you_mean(file.name, siblings)}")
+        raise SettingsError(f"{option}=script:{path}: no such step file{did_you_mean(file.name, siblings)}")
     try:
         load_steps(file)
     except StepFileError as e:
-        raise SettingsError(f"--amb-model: {e}") from None
+        raise SettingsError(f"{option}: {e}") from None
 
 
-def check_judge(spec: str | None) -> None:
-    kind, _, arg = (spec or "heuristic").partition(":")
-    if kind not in JUDGE_NAMES:
-        raise SettingsError(f"--amb-judge={spec}: unknown judge{did_you_mean(kind, JUDGE_NAMES)}; "
-                            "expected heuristic, claude[:ID], gpt or openai:ID")
-    if kind == "openai" and not arg.strip():
-        raise SettingsError(f"--amb-judge={spec}: openai needs a model id, e.g. --amb-judge=openai:gpt-4o-mini")
-    if kind == "heuristic" and arg:
-        raise SettingsError(f"--amb-judge={spec}: heuristic takes no argument")
+def check_judge(spec: str | None, config) -> None:
+    """The stage judge: heuristic, or any agent spec (the LLM judge asks that model)."""
+    if not spec or spec == "heuristic":
+        return
+    check_agent(spec, config, option="--amb-judge")
 
 
 def check_sandbox(name: str, config) -> None:
@@ -127,9 +125,15 @@ def check_gpus(config) -> None:
 
 def check_baseline(s: RunSettings) -> None:
     """--amb-compare must name a baseline that exists now, not after an hour of runs."""
+    from .reporting.baseline import parse_gate, resolve
+
+    if s.compare_fail:  # its syntax first: a wrong gate is the likelier slip than a missing file
+        try:
+            parse_gate(s.compare_fail)
+        except ValueError as e:
+            raise SettingsError(f"--amb-compare-fail: {e}") from None
     if not s.compare:
         return
-    from .reporting.baseline import resolve
 
     path = resolve(s.compare, s.report_dir)
     if path.is_file():

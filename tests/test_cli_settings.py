@@ -51,6 +51,7 @@ USAGE_ERRORS = [
     (["--amb-model=openai:"], "--amb-model=openai:: openai: needs a model id"),
     (["--amb-model=script:suite/solve.yml"], "no such step file (did you mean solve.yaml?)"),
     (["--amb-judge=hueristic"], "--amb-judge=hueristic: unknown judge (did you mean heuristic?)"),
+    (["--amb-judge=openai"], "--amb-judge=openai: openai: needs a model id"),
     (["--amb-sandbox=dokcer"], "--amb-sandbox=dokcer: unknown sandbox (did you mean docker?)"),
     (["--amb-gpus=0;1"], "--amb-gpus=0;1: '0;1' is not a GPU id"),
     (["--amb-gpus=0,0"], "--amb-gpus=0,0: an id appears twice"),
