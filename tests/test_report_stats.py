@@ -2,7 +2,8 @@
 import pytest
 
 from pytest_automedbench.reporting import baseline as bl
-from pytest_automedbench.reporting.leaderboard import aggregate, render, render_markdown
+from pytest_automedbench.reporting.leaderboard import aggregate
+from pytest_automedbench.reporting.tables import render, render_markdown
 from pytest_automedbench.reporting.stats import drop_test, summarize
 
 

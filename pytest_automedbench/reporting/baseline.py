@@ -17,7 +17,8 @@ from typing import Any
 
 from .. import __version__
 from ..files import atomic_write
-from .leaderboard import METRICS, STAGES, fmt, text_table
+from .leaderboard import METRICS, STAGES
+from .tables import fmt, text_table
 from .stats import drop_test
 
 BASELINE_SCHEMA_VERSION = 1
