@@ -166,5 +166,6 @@ class Page:
         shot = self.browser.send("Page.captureScreenshot", {
             "format": "png", "captureBeyondViewport": full_page,
             "clip": {"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1}}, self.session)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(base64.b64decode(shot["data"]))
         return Path(path)
