@@ -261,3 +261,13 @@ def test_terminal_tables_fit_the_width(session_doc, width):
 def test_width_comes_from_the_terminal(monkeypatch, session_doc):
     monkeypatch.setenv("COLUMNS", "90")
     assert max(len(line) for line in tables.render(session_doc).splitlines()) <= 90
+
+
+def test_a_run_seen_only_through_its_properties_keeps_medal_and_flags():
+    from pytest_automedbench.reporting.controller import _from_properties
+
+    for r in (rex_run("isles22", pct=0.6, above=True), rex_run("dentex", failed=True), run(comparable=False)):
+        back = _from_properties({"amb_run_id": r["run_id"], "amb_medal": r["medal"], **properties.run_properties(r)})
+        assert rexmle.run_medal(back) == rexmle.run_medal(r) and back["comparable"] == (r.get("comparable") is not False)
+        if r.get("rexmle"):
+            assert back["rexmle"]["percentile"] == r["rexmle"]["percentile"]

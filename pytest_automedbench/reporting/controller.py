@@ -216,7 +216,7 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
 
 def _from_properties(props: dict[str, Any]) -> dict[str, Any]:
     """A run seen only through its properties (its result.json was not readable here)."""
-    return {
+    r = {
         "run_id": props["amb_run_id"], "task_id": props.get("amb_task_id"), "track": props.get("amb_track"),
         "tier": props.get("amb_tier"), "model": props.get("amb_model"), "repeat": props.get("amb_repeat"),
         "overall": props.get("amb_overall"), "agentic": props.get("amb_agentic"), "task_score": props.get("amb_task"),
@@ -224,4 +224,14 @@ def _from_properties(props: dict[str, Any]) -> dict[str, Any]:
         "completion_rate": props.get("amb_completion"), "turns": props.get("amb_turns"),
         "wall_time_s": props.get("amb_wall_time_s"), "medal": props.get("amb_medal"),
         "failure_mode": None if props.get("amb_failure_mode") == "none" else props.get("amb_failure_mode"),
+        "comparable": props.get("amb_comparable", True) is not False, "errored": bool(props.get("amb_errored")),
     }
+    if props.get("amb_rexmle_challenge") is not None:
+        failed, medal = bool(props.get("amb_rexmle_failed")), props.get("amb_rexmle_medal")
+        r["medal"] = None
+        r["rexmle"] = {"challenge": props["amb_rexmle_challenge"], "failed": failed,
+                       "percentile": None if failed else props.get("amb_percentile"),
+                       "mean_position": props.get("amb_rexmle_mean_position"), "n_humans": props.get("amb_rexmle_n_humans"),
+                       "medal": medal if medal in ("gold", "silver", "bronze") else None,
+                       "above_median": medal in ("gold", "silver", "bronze", "above median")}
+    return r
