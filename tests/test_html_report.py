@@ -98,3 +98,26 @@ def test_page_in_headless_chromium(report, width):
         viewer = page.eval("document.getElementById('viewer').innerText")
         assert "ReX-MLE" in viewer and rex["rexmle"]["medal"] in viewer and "percentile" in viewer
         assert page.errors == []
+
+
+HOSTILE = "</script><script>window.PWNED = 1</script><img src=x onerror='window.PWNED = 2'> {{BODY}} {{DATA}}"
+
+
+@needs_chromium
+def test_agent_text_stays_text(tmp_path):
+    runs = make_session(tmp_path / "runs", seed=3, repeats=1)[:2]
+    run_dir = tmp_path / "runs" / runs[0]["run_id"]
+    conversation = json.loads((run_dir / "conversation.json").read_text())
+    conversation[2]["content"] = HOSTILE  # what an agent (or a prompt injection) may write
+    (run_dir / "conversation.json").write_text(json.dumps(conversation))
+    (run_dir / "workspace" / "plan.md").write_text(HOSTILE)
+    runs[0]["error_codes"] = [{"code": "HAL-OUTPUTS", "family": "hallucination", "evidence": HOSTILE}]
+    runs[0]["task_metrics"]["case_errors"] = [HOSTILE]
+    html = write_reports(results_document(runs, {}), tmp_path / "out", tmp_path / "runs")["html"]
+    page_text = html.read_text()  # the run's "{{BODY}}" stays text, the template's placeholder is filled once
+    assert page_text.count("{{BODY}}") == 4 and page_text.count("<section id='sec-summary'>") == 1
+    with Browser() as browser:
+        page = browser.open(html.as_uri(), width=1400)
+        page.eval("show(0); document.querySelectorAll('#viewer details').forEach(d => d.open = true)")
+        assert page.eval("window.PWNED === undefined") and page.errors == []
+        assert page.eval("document.getElementById('viewer').innerText").count("window.PWNED = 1") >= 3

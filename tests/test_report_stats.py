@@ -4,10 +4,11 @@ import pytest
 
 from pytest_automedbench import errors
 from pytest_automedbench.reporting import baseline as bl
-from pytest_automedbench.reporting import properties, rexmle, tables
+from pytest_automedbench.reporting import properties, rexmle
 from pytest_automedbench.reporting.leaderboard import aggregate, error_analysis
 from pytest_automedbench.reporting.stats import drop_test, summarize
-from pytest_automedbench.reporting.tables import render, render_markdown
+from pytest_automedbench.reporting.markdown import render_markdown
+from pytest_automedbench.reporting.text import render
 from pytest_automedbench.rexmle.ranking import benchmark_rank
 
 
@@ -168,13 +169,13 @@ def test_aggregate_counts_errored_runs_apart_and_marks_incomparable_ones():
     assert rex["medals"] == {"A": 0, "B": 0, "C": 0, "F": 0} and rex["rexmle_medals"] == {"bronze": 1}
     t1 = next(r for r in agg["tasks"] if r["task_id"] == "t1")
     assert t1["repeats"] and t1["errored"] == 1
-    md = tables.render_markdown({"aggregate": agg})
+    md = render_markdown({"aggregate": agg})
     assert "| m | segmentation | t1 | lite | 2 | 1 | 80.0* [70.0, 90.0] |" in md  # marked; the errored run's 0 left out
 
 
 def test_intervals_only_where_there_are_repeats():
     def board(runs):
-        return tables.render({"aggregate": aggregate(runs)}, width=200).split("scores in %")[0]
+        return render({"aggregate": aggregate(runs)}, width=200).split("scores in %")[0]
 
     assert "[" not in board([run("t1", overall=95), run("t2", overall=95), run("t3", overall=80)])
     assert "95.0 [" not in board([run("t1", overall=95), run("t1", repeat=2, overall=95)])  # repeats, zero width
@@ -198,9 +199,9 @@ def test_rexmle_summary_rank_and_medals():
     assert n["excluded_errored"] == ["dentex"] and n["n_challenges"] == 3
     assert n["rank"] == pytest.approx((0.25 + 0 + 1.0) / 3)
     assert rexmle.medal(runs[3]["rexmle"]) == "none" and rexmle.run_medal(runs[0]) == "bronze"
-    text = tables.render({"aggregate": aggregate(runs), "rexmle": s}, width=120)
+    text = render({"aggregate": aggregate(runs), "rexmle": s}, width=120)
     assert "ReX-MLE Rank m: 33.75%" in text and "ISLES'22" in text and "above median" in text
-    md = tables.render_markdown({"aggregate": aggregate(runs), "rexmle": s})
+    md = render_markdown({"aggregate": aggregate(runs), "rexmle": s})
     assert "| ReX-MLE Rank | mean percentile | 33.75% over 4 | 41.67% over 3 |" in md
     assert "| ISLES'22 (isles22) | segmentation | 0.4 (75%) bronze | 0.4 (25%) none |" in md
 
@@ -244,7 +245,7 @@ def session_doc(tmp_path_factory):
 
 @pytest.mark.parametrize("width", [80, 120, 200])
 def test_terminal_tables_fit_the_width(session_doc, width):
-    text = tables.render(session_doc, width=width)
+    text = render(session_doc, width=width)
     assert max(len(line) for line in text.splitlines()) <= width
     for must in ("Overall (mean across tasks)", "Per track", "Per task", "ReX-MLE Rank claude:claude-sonnet-4-5",
                  "Error codes", "claude", "errored"):
@@ -260,7 +261,7 @@ def test_terminal_tables_fit_the_width(session_doc, width):
 
 def test_width_comes_from_the_terminal(monkeypatch, session_doc):
     monkeypatch.setenv("COLUMNS", "90")
-    assert max(len(line) for line in tables.render(session_doc).splitlines()) <= 90
+    assert max(len(line) for line in render(session_doc).splitlines()) <= 90
 
 
 def test_a_run_seen_only_through_its_properties_keeps_medal_and_flags():

@@ -18,8 +18,8 @@ from typing import Any
 from .. import __version__
 from ..files import atomic_write
 from .leaderboard import METRICS, STAGES
-from .tables import fmt, text_table
 from .stats import drop_test
+from .tables import fmt, text_table
 
 BASELINE_SCHEMA_VERSION = 1
 GATE_METRICS = ("overall", "agentic", "task", "completion", *STAGES)

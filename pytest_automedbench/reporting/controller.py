@@ -17,8 +17,10 @@ from ..files import atomic_write
 from . import baseline as baselines
 from . import rexmle
 from .leaderboard import aggregate, error_analysis
+from .markdown import render_markdown
 from .properties import add_session_properties
-from .tables import render, render_markdown
+from .tables import fmt_seconds, fmt_tokens
+from .text import render
 
 RESULTS_SCHEMA_VERSION = 3
 
@@ -206,10 +208,12 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
     medal = (f"ReX-MLE {rexmle.medal(rex)} percentile {pct(rex.get('percentile'))}" if rex
              else f"medal {r.get('medal') or '-'}")
     tokens = sum((r.get("tokens") or {}).values())
-    return (f"amb {r.get('run_id')}: overall {r.get('overall')} agentic {pct(r.get('agentic'))} "
-            f"task {pct(r.get('task_score'))} S1-S5 {'/'.join(pct(st.get(s)) for s in ('S1', 'S2', 'S3', 'S4', 'S5'))} "
-            f"compl {pct(r.get('completion_rate'))} {medal} "
-            f"{r.get('failure_mode') or 'ok'} {r.get('turns')} turns {r.get('wall_time_s')}s {tokens} tokens"
+    overall = r.get("overall")
+    return (f"amb {r.get('run_id')}: overall {'-' if overall is None else f'{overall:.1f}'} "
+            f"agentic {pct(r.get('agentic'))} task {pct(r.get('task_score'))} "
+            f"S1-S5 {'/'.join(pct(st.get(s)) for s in ('S1', 'S2', 'S3', 'S4', 'S5'))} "
+            f"compl {pct(r.get('completion_rate'))} {medal} {r.get('failure_mode') or 'ok'} {r.get('turns')} turns "
+            f"{fmt_seconds(r.get('wall_time_s'))} {fmt_tokens(tokens)} tokens"
             + ("" if r.get("comparable") is not False else " (not comparable)")
             + (" (reused)" if reused else ""))
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from .tables import Cell, Column, Table, fmt_pct
+
 #: challenge id -> (the paper's name, the paper's task group), in the order of the paper's Table 3
 PAPER_NAMES: dict[str, tuple[str, str]] = {
     "isles22": ("ISLES'22", "segmentation"),
@@ -158,3 +160,87 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
                        for c in challenges],
         "models": models,
     }
+
+
+# -- tables ----------------------------------------------------------------------------------------
+def _pct_cell(cell: dict | None) -> Cell:
+    if cell is None:
+        return Cell("not run", sort=-1.0, cls="muted", title="counts 0 in the Rank")
+    if not cell["runs"]:
+        return Cell("errored", sort=None, cls="bad", title="every run errored: left out of the Rank")
+    if cell["percentile"] is None:
+        return Cell("FAIL", sort=-0.5, cls="medal medal-FAIL", title="no valid submission: counts 0 in the Rank")
+    medal = cell_medal(cell)
+    value = "" if cell.get("value") is None else f"{cell['value']:.3g} "
+    text = f"{value}({fmt_pct(cell['percentile'], 0)}) {medal}"
+    title = (f"{cell.get('metric') or 'metric'} {cell.get('value')}; mean position {cell.get('mean_position')} of "
+             f"{cell.get('n_humans')} humans; {cell['runs']} run(s), {cell['failed']} failed")
+    return Cell(text, sort=cell["percentile"], cls=f"medal medal-{medal.replace(' ', '-')}" if cell["runs"] == 1 else "",
+                title=title)
+
+
+def rexmle_table(summary: dict) -> Table:
+    """ReX-MLE's Table 3: challenge x model, each cell `value (percentile) medal`, last row the Rank."""
+    models = summary["models"]
+    columns = [Column("challenge", "challenge", priority=100, identity=True, numeric=False),
+               Column("group", "task type", priority=20, numeric=False)]
+    columns += [Column(f"model:{m['model']}", m["model"], priority=90, numeric=False) for m in models]
+    body = []
+    for ch in summary["challenges"]:
+        name = ch["name"] if ch["name"] == ch["challenge"] else f"{ch['name']} ({ch['challenge']})"
+        line = [Cell(name, sort=name), Cell(ch["group"], sort=ch["group"])]
+        line += [_pct_cell(m["challenges"].get(ch["challenge"])) for m in models]
+        body.append(line)
+    rank_line = [Cell("ReX-MLE Rank", sort="~"), Cell("mean percentile", sort="~")]
+    for m in models:
+        text = fmt_pct(m["rank"], 2) if m["rank"] is not None else "-"
+        rank_line.append(Cell(text + f" over {m['n_challenges']}", sort=m["rank"], cls="rank",
+                              title="mean percentile over challenges, failures 0"
+                                    + (f"; left out (errored): {', '.join(m['excluded_errored'])}"
+                                       if m["excluded_errored"] else "")))
+    body.append(rank_line)
+    notes = ["cell: primary metric value (percentile among the human leaderboard entries) ReX-MLE medal; "
+             "Rank: mean percentile over the challenges, a failed or missing run counting 0"]
+    if any(c.get("synthetic_leaderboard") for m in models for c in m["challenges"].values()):
+        notes.append("a demo challenge ranks against a synthetic leaderboard, not published human entries")
+    errored = [f"{m['model']}: {', '.join(m['excluded_errored'])}" for m in models if m["excluded_errored"]]
+    if errored:
+        notes.append("left out of the Rank (every run errored): " + "; ".join(errored))
+    return Table("ReX-MLE: percentile and medal per challenge, and the ReX-MLE Rank", columns, body, notes,
+                 id="paper-rexmle", footer=1)
+
+
+def rexmle_runs_table(summary: dict) -> Table:
+    """The same numbers in long form (one row per model x challenge), for the terminal."""
+    columns = [Column("model", "model", priority=100, identity=True, numeric=False),
+               Column("challenge", "challenge", priority=99, identity=True, numeric=False),
+               Column("runs", "runs", "n", 40), Column("metric", "metric", "metric", 30, numeric=False),
+               Column("percentile", "percentile", "pct", 95), Column("medal", "medal", "medal", 90, numeric=False),
+               Column("mean_position", "mean position", "pos", 50)]
+    body = []
+    for m in summary["models"]:
+        for ch in summary["challenges"]:
+            cell = m["challenges"].get(ch["challenge"])
+            if cell is None:
+                continue
+            name = ch["name"]
+            metric = "-" if cell.get("value") is None else f"{cell['metric']} {cell['value']:.3g}"
+            pct = "errored" if not cell["runs"] else "FAIL" if cell["percentile"] is None else fmt_pct(cell["percentile"])
+            pos = "-" if cell.get("mean_position") is None else f"{cell['mean_position']:.2f}/{cell.get('n_humans')}"
+            body.append([Cell(m["model"]), Cell(name), Cell(str(cell["runs"])), Cell(metric), Cell(pct),
+                         Cell(cell_medal(cell) if cell["runs"] else "-"), Cell(pos)])
+    return Table("ReX-MLE (percentile among the human leaderboard's entries)", columns, body, id="rexmle-runs")
+
+
+def rexmle_rank_lines(summary: dict) -> list[str]:
+    out = []
+    for m in summary["models"]:
+        if m["rank"] is None:
+            out.append(f"ReX-MLE Rank {m['model']}: - (every run errored)")
+            continue
+        extra = f"; not run (0): {', '.join(m['not_run'])}" if m["not_run"] else ""
+        extra += f"; left out (errored): {', '.join(m['excluded_errored'])}" if m["excluded_errored"] else ""
+        medals = ", ".join(f"{n} {k}" for k, n in m["medals"].items() if n)
+        out.append(f"ReX-MLE Rank {m['model']}: {fmt_pct(m['rank'], 2)} (mean percentile over {m['n_challenges']} "
+                   f"challenge(s), failures 0; medals: {medals or 'none'}{extra})")
+    return out
