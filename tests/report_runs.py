@@ -15,6 +15,9 @@ TASKS = [("segmentation", "seg-brain"), ("segmentation", "seg-liver"), ("enhance
          ("classification", "cls-skin"), ("synthesis", "synth-ct")]
 CHALLENGES = [("isles22", "dice", 10), ("dentex", "ap_mean", 10), ("topcow-track1-task3", "anterior_acc", 6),
               ("ldct-iqa", "score", 7)]
+# real evidence quotes a code line; a long one must wrap in the viewer, not widen the page
+LONG_EVIDENCE = ("cell 3: print(f\"{images[0].name}: intensity min {data.min():.1f} max {data.max():.1f} shape "
+                 "{data.shape} spacing {img.header.get_zooms()} labels {np.unique(pred).tolist()}\")  # pilot case_000")
 MODELS = {"claude:claude-sonnet-4-5": 0.004, "openai:gpt-5": 0.003, "command:./my-agent": None}
 
 
@@ -67,7 +70,7 @@ def _result(rng, model, track, task, tier, repeat, skill, price, rex=None):
                           "components": {"lesion": task_score, "organ": task_score}, "case_errors": []},
          "stage_evidence": {"S1": {"plan_exists": {"met": True, "evidence": "plan.md 300 words"},
                                    "three_models_researched": {"met": quality > 0.5, "evidence": "2 models named"}},
-                            "S3": {"single_case_pilot": {"met": stages["S3"] > 0.5, "evidence": "cell 3: pilot case_000"}}},
+                            "S3": {"single_case_pilot": {"met": stages["S3"] > 0.5, "evidence": LONG_EVIDENCE}}},
          "failure_mode": None if submitted else "no_submission", "error_codes": codes, "violations": [],
          "judge": {"kind": "llm", "model": "claude-opus"}, "turns": rng.randint(8, 60),
          "wall_time_s": round(rng.uniform(60, 3000), 1), "ended_by": "submit" if submitted else "no_tool_call",

@@ -44,7 +44,8 @@ def error_code_table(analysis: dict) -> Table:
                Column("tag", "E-code", priority=95, numeric=False),
                Column("fired", "fired", "n", 40), Column("share", "share of fired", "share", 90),
                Column("with", "Overall with", "with", 80), Column("without", "Overall without", "w/o", 80),
-               Column("drop", "difference", "diff", 70, help="(with - without) / without"), Column("title", "what it means", "meaning", 10, numeric=False, wrap=True)]
+               Column("drop", "difference", "diff", 70, help="(with - without) / without"),
+               Column("title", "what it means", "meaning", 10, numeric=False, wrap=True)]
     body = []
     for code, row in (analysis.get("codes") or {}).items():
         body.append([Cell(code), Cell(errors.family_of(row["family"]).tag),

@@ -1,10 +1,11 @@
 """index.html: the whole report in one static file (no server, nothing fetched, no other file).
 
-The page's style and script are report.css and report.js beside this module, inlined. It holds the papers' tables, the leaderboards (sortable: click a header; filterable: the bar
+The page holds the papers' tables, the leaderboards (sortable: click a header; filterable: the bar
 above them), charts (inline SVG, charts.py), the error-code analysis, the medal-band legend and a
 viewer for every run (its scores, error codes with their evidence, the judge's stage evidence,
-ReX-MLE ranking, plan and conversation). Run data is JSON embedded in the page; a little inline
-JavaScript renders the viewer and does the sorting and filtering.
+ReX-MLE ranking, plan and conversation). Run data is JSON embedded in the page; its style and
+script are report.css and report.js beside this module, inlined (the script renders the viewer,
+sorts and filters).
 """
 from __future__ import annotations
 
@@ -216,8 +217,10 @@ def charts_html(doc: dict[str, Any]) -> str:
         rows = [(errors.family_of(f).display, [s[k] for s in series]) for k, f in enumerate(errors.FAMILIES)]
         runs_with = "; ".join(f"{m}: {a['fired']} code(s) in {a['runs_with_codes']} of {a['runs']} runs"
                               for m, a in per_model.items())
-        figs.append(_figure("Error-family shares", charts.grouped_hbars(rows, labels),
-                            f"share of each model's fired codes per family ({runs_with})", wide=True))
+        fired = any(a["fired"] for a in per_model.values())
+        figs.append(_figure("Error-family shares", charts.grouped_hbars(rows, labels) if fired
+                            else "<p class='muted'>no error code fired in any run</p>",
+                            f"share of each model's fired codes per family ({runs_with})", wide=fired))
     return "<div class='figs'>" + "".join(figs) + "</div>"
 
 

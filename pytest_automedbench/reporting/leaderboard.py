@@ -88,7 +88,8 @@ def _row(key: dict[str, Any], runs: list[dict[str, Any]], by_task: bool) -> dict
         per_task[r.get("task_id")].append(r)
     strata = list(per_task.values()) if by_task else [scored]
     row = {
-        **key, "benchmark": benchmark_of(runs[0]), "runs": len(scored), "errored": len(runs) - len(scored), "tasks": len(per_task),
+        **key, "benchmark": benchmark_of(runs[0]), "runs": len(scored), "errored": len(runs) - len(scored),
+        "tasks": len(per_task),
         "repeats": any(len(v) > 1 for v in per_task.values()),
         "metrics": _metrics(strata) if scored else {},
         "medals": {m: 0 for m in MEDALS},

@@ -19,7 +19,8 @@ def run_properties(r: dict[str, Any]) -> dict[str, Any]:
     from ..errors import family_of, fired_codes
 
     tags = sorted({family_of(f).tag for _, f in fired_codes(r)})
-    props: dict[str, Any] = {"amb_error_ecodes": ",".join(tags) or "none", "amb_comparable": r.get("comparable") is not False}
+    props: dict[str, Any] = {"amb_error_ecodes": ",".join(tags) or "none",
+                             "amb_comparable": r.get("comparable") is not False}
     judge = r.get("judge") if isinstance(r.get("judge"), dict) else {}
     if judge.get("fallback"):
         props["amb_judge_fallback"] = str(judge["fallback"])

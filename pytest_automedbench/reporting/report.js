@@ -8,6 +8,7 @@ function el(tag, attrs, ...kids) {
 }
 const pct = v => v === null || v === undefined ? '-' : (100 * v).toFixed(1);
 const secs = s => s === null || s === undefined ? '-' : s < 60 ? s.toFixed(1) + ' s' : s < 3600 ? Math.floor(s / 60) + ' m ' + Math.round(s % 60) + ' s' : (s / 3600).toFixed(1) + ' h';
+const num = v => typeof v === 'number' ? String(+v.toPrecision(4)) : String(v);
 const medalClass = m => 'medal medal-' + String(m).replace(/ /g, '-');
 
 // sorting: click (or Enter on) a header; numbers sort by their data-sort value, blanks last
@@ -73,7 +74,7 @@ function show(i) {
     box.append(el('p', {}, `challenge ${x.challenge} · percentile `, el('b', {}, x.percentile === null || x.percentile === undefined ? 'FAIL' : (100 * x.percentile).toFixed(1) + '%'),
       ` · mean position ${x.mean_position === null || x.mean_position === undefined ? '-' : x.mean_position} of ${x.n_humans || '?'} humans · medal `, el('span', {class: medalClass(medal)}, medal),
       x.synthetic_leaderboard ? ' · synthetic leaderboard (demo)' : '', x.error ? el('span', {class: 'bad'}, ' · ' + x.error) : ''));
-    if (x.positions) box.append(table(['metric', 'value', 'position'], Object.entries(x.positions).map(([k, p]) => [k, x.values && k in x.values ? String(x.values[k]) : 'missing', String(p)])));
+    if (x.positions) box.append(table(['metric', 'value', 'position'], Object.entries(x.positions).map(([k, p]) => [k, x.values && k in x.values ? num(x.values[k]) : 'missing', String(p)])));
     const caps = (x.capabilities || {}).strategies || [];
     if (caps.length) box.append(el('details', {}, el('summary', {}, `winning strategies (${caps.filter(c => c.any_evidence).length} of ${caps.length} with evidence)`),
       table(['strategy', 'evidence'], caps.map(c => [c.name, c.any_evidence ? el('span', {}, el('span', {class: 'yes'}, '✓ '), c.evidence || '') : el('span', {class: 'no'}, '✗')]), 'ev')));

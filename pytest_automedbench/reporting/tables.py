@@ -189,7 +189,8 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
         line = [Cell(str(row.get(k)), sort=str(row.get(k))) for k in keys]
         line.append(Cell(str(row["runs"]), sort=row["runs"]))
         if errored:
-            line.append(Cell(str(row.get("errored", 0)), sort=row.get("errored", 0), cls="bad" if row.get("errored") else ""))
+            n = row.get("errored", 0)
+            line.append(Cell(str(n), sort=n, cls="bad" if n else ""))
         line.append(_metric_cell(m, "overall", rep, mark=bool(row.get("not_comparable"))))
         line += [_metric_cell(m, "agentic", rep), _metric_cell(m, "task", rep)]
         line += [_metric_cell(m, s, False) for s in STAGES]
@@ -240,7 +241,7 @@ def automedbench_table(agg: dict) -> Table:
         m, rep = row["metrics"], row.get("repeats", False)
         line = [Cell(str(row["model"]), sort=str(row["model"])), Cell(str(row["tier"]), sort=str(row["tier"]))]
         for t in track_names:
-            tr = next((x for x in tracks if x["model"] == row["model"] and x["tier"] == row["tier"] and x["track"] == t), None)
+            tr = next((x for x in tracks if (x["model"], x["tier"], x["track"]) == (row["model"], row["tier"], t)), None)
             line.append(_metric_cell(tr["metrics"], "overall", False, bool(tr.get("not_comparable"))) if tr else Cell("-"))
         line.append(_metric_cell(m, "overall", rep, mark=bool(row.get("not_comparable"))))
         line += [_metric_cell(m, "agentic", rep), _metric_cell(m, "task", rep)]
@@ -250,7 +251,8 @@ def automedbench_table(agg: dict) -> Table:
         line += [_cost_cell(row), _metric_cell(m, "failure", False)]
         line += [Cell(str(row["medals"].get(x, 0)), sort=row["medals"].get(x, 0)) for x in MEDALS]
         body.append(line)
-    errored = sum(r.get("errored", 0) for r in agg.get("models", []) if r.get("benchmark", "automedbench") == "automedbench")
+    errored = sum(r.get("errored", 0) for r in agg.get("models", [])
+                  if r.get("benchmark", "automedbench") == "automedbench")
     return Table("AutoMedBench: Overall by model and track", columns, body, id="paper-automedbench",
                  filters=[_filter(r) for r in models],
                  notes=["Overall 0-100 = 1/2 Agentic + 1/2 Task, averaged across tasks; Agentic, Task and failure "
