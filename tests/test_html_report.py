@@ -121,3 +121,17 @@ def test_agent_text_stays_text(tmp_path):
         page.eval("show(0); document.querySelectorAll('#viewer details').forEach(d => d.open = true)")
         assert page.eval("window.PWNED === undefined") and page.errors == []
         assert page.eval("document.getElementById('viewer').innerText").count("window.PWNED = 1") >= 3
+
+
+def test_band_legend_follows_the_scoring_code(report):
+    from pytest_automedbench.reporting.html import legend_html
+    from pytest_automedbench.scoring import DEFAULT_MEDAL_BANDS
+
+    legend = re.sub(r"<[^>]+>", "|", legend_html()).replace("&ge;", ">=").replace("&minus;", "-")
+    for track, bands in DEFAULT_MEDAL_BANDS.items():
+        row = legend.split(f"|{track}|", 1)[1].split("||", 5)
+        a = f"{bands.A:g}" if not bands.relative else f"baseline + {bands.A:g}"
+        assert a in row[0], (track, row)
+    assert "|synthesis||>= 0.98||>= 0.95||(none)||below B" in legend  # no C tier: below Okay is F
+    assert "under 50% of the cases" in legend and "psnr_db >= baseline - 3" in legend
+    assert legend_html() in report[0].read_text()

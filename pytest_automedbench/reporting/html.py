@@ -256,25 +256,44 @@ def cards_html(doc: dict[str, Any]) -> str:
     return "<div class='cards'>" + "".join(cards) + "</div>"
 
 
-def legend_html() -> str:
-    from ..scoring import DEFAULT_MEDAL_BANDS, RELATIVE_TRACKS
+def _band_cells(bands) -> list[str]:
+    """A / B / C / F cells of one track's default bands (scoring.Bands), as a reader checks a value."""
+    def at(t: float) -> str:
+        if not bands.relative:
+            return f"&ge; {t:g}"
+        return f"&ge; baseline {'+' if t >= 0 else '&minus;'} {abs(t):g}"
 
-    rows = []
-    for track, (a, b) in DEFAULT_MEDAL_BANDS.items():
-        if track in RELATIVE_TRACKS:
-            rows.append(f"<tr><td>{_e(track)}</td><td>baseline + {a:g}</td><td>baseline + {b:g}</td>"
-                        "<td>below that</td></tr>")
-        else:
-            rows.append(f"<tr><td>{_e(track)}</td><td>&ge; {a:g}</td><td>&ge; {b:g}</td><td>&lt; {b:g}</td></tr>")
+    def level(k: int, t: float) -> str:  # k: 0 A, 1 B, 2 C; `also` values must reach the same level
+        extra = [(name, ts[k]) for name, *ts in bands.also if ts[k] is not None]
+        return at(t) + "".join(f" and {_e(name)} {at(v)}" for name, v in extra)
+
+    cells = [level(0, bands.A), level(1, bands.B)]
+    if bands.C is None:
+        cells += ["below B", "invalid or disqualified"]
+    elif bands.C == bands.B:
+        cells += ["(none)", "below B, invalid or disqualified"]
+    else:
+        cells += [level(2, bands.C), "below C, invalid or disqualified"]
+    if bands.min_completion is not None:
+        cells[3] += f"; under {100 * bands.min_completion:.0f}% of the cases"
+    return cells
+
+
+def legend_html() -> str:
+    from ..scoring import DEFAULT_MEDAL_BANDS
+
+    rows = "".join(f"<tr><td>{_e(track)}</td>" + "".join(f"<td>{c}</td>" for c in _band_cells(b)) + "</tr>"
+                   for track, b in DEFAULT_MEDAL_BANDS.items())
     return (
         "<div class='legendgrid'><div class='card'><h3>AutoMedBench bands</h3><p>"
         "<span class='medal medal-A'>A</span> the track metric is at or above the task's A band · "
-        "<span class='medal medal-B'>B</span> at or above its B band · <span class='medal medal-C'>C</span> below it · "
-        "<span class='medal medal-F'>F</span> the submission is in an invalid format or the run was disqualified. "
-        "A task's own <code>medals:</code> block overrides the track's default bands:</p>"
-        "<table class='board small'><thead><tr><th>track</th><th>A</th><th>B</th><th>C</th></tr></thead><tbody>"
-        + "".join(rows) + "</tbody></table><p class='muted'>Relative bands are offsets over a classical baseline's "
-        "metric on the same cases.</p></div>"
+        "<span class='medal medal-B'>B</span> at or above its B band · <span class='medal medal-C'>C</span> below it "
+        "(where the task sets a C band: at or above it) · <span class='medal medal-F'>F</span> below the C band, an "
+        "invalid submission format or a disqualified run. A task's own <code>medals:</code> block overrides the "
+        "track's default bands (the tracks' defaults, from the scoring code):</p>"
+        "<div class='tablewrap fit'><table class='board small ev'><thead><tr><th>track</th><th>A</th><th>B</th><th>C</th>"
+        "<th>F</th></tr></thead><tbody>" + rows + "</tbody></table></div><p class='muted'>baseline: a classical "
+        "method's value on the same cases.</p></div>"
         "<div class='card'><h3>ReX-MLE medals</h3><p><span class='medal medal-gold'>gold</span> "
         "<span class='medal medal-silver'>silver</span> <span class='medal medal-bronze'>bronze</span>: the agent's mean "
         "position is at or better than that of human rank 1 / 2 / 3 · <span class='medal medal-above-median'>above median"

@@ -18,7 +18,7 @@ HEAT = {"overall": True, "agentic": True, "task": True, **{s: True for s in STAG
         "failure": False, "with_codes": False}
 NOT_COMPARABLE = "*"  # marks a value with runs not comparable with the published numbers
 BAND_NOTE = ("medals: A/B/C = the track metric at or above the task's A band, at or above its B band, below it; "
-             "F = invalid format or disqualified; a ReX-MLE run shows its ReX-MLE medal (gold/silver/bronze = at or "
+             "F = below its C band (where it has one), invalid format or disqualified; a ReX-MLE run shows its ReX-MLE medal (gold/silver/bronze = at or "
              "better than the mean position of human rank 1/2/3, above median, none; FAIL = no valid submission)")
 
 
