@@ -132,6 +132,6 @@ def test_band_legend_follows_the_scoring_code(report):
         row = legend.split(f"|{track}|", 1)[1].split("||", 5)
         a = f"{bands.A:g}" if not bands.relative else f"baseline + {bands.A:g}"
         assert a in row[0], (track, row)
-    assert "|synthesis||>= 0.98||>= 0.95||(none)||below B" in legend  # no C tier: below Okay is F
+    assert "|synthesis||>= 0.98||>= 0.95||(none)||below B; invalid" in legend  # no C tier: below Okay is F
     assert "under 50% of the cases" in legend and "psnr_db >= baseline - 3" in legend
     assert legend_html() in report[0].read_text()

@@ -269,11 +269,11 @@ def _band_cells(bands) -> list[str]:
 
     cells = [level(0, bands.A), level(1, bands.B)]
     if bands.C is None:
-        cells += ["below B", "invalid or disqualified"]
+        cells += ["below B", "invalid"]
     elif bands.C == bands.B:
-        cells += ["(none)", "below B, invalid or disqualified"]
+        cells += ["(none)", "below B; invalid"]
     else:
-        cells += [level(2, bands.C), "below C, invalid or disqualified"]
+        cells += [level(2, bands.C), "below C; invalid"]
     if bands.min_completion is not None:
         cells[3] += f"; under {100 * bands.min_completion:.0f}% of the cases"
     return cells
@@ -285,13 +285,14 @@ def legend_html() -> str:
     rows = "".join(f"<tr><td>{_e(track)}</td>" + "".join(f"<td>{c}</td>" for c in _band_cells(b)) + "</tr>"
                    for track, b in DEFAULT_MEDAL_BANDS.items())
     return (
-        "<div class='legendgrid'><div class='card'><h3>AutoMedBench bands</h3><p>"
+        "<div class='legendgrid'><div class='card wide'><h3>AutoMedBench bands</h3><p>"
         "<span class='medal medal-A'>A</span> the track metric is at or above the task's A band · "
         "<span class='medal medal-B'>B</span> at or above its B band · <span class='medal medal-C'>C</span> below it "
         "(where the task sets a C band: at or above it) · <span class='medal medal-F'>F</span> below the C band, an "
         "invalid submission format or a disqualified run. A task's own <code>medals:</code> block overrides the "
-        "track's default bands (the tracks' defaults, from the scoring code):</p>"
-        "<div class='tablewrap fit'><table class='board small ev'><thead><tr><th>track</th><th>A</th><th>B</th><th>C</th>"
+        "track's default bands (the tracks' defaults, from the scoring code; invalid = an invalid submission format "
+        "or a disqualified run):</p>"
+        "<div class='tablewrap fit'><table class='board small bands'><thead><tr><th>track</th><th>A</th><th>B</th><th>C</th>"
         "<th>F</th></tr></thead><tbody>" + rows + "</tbody></table></div><p class='muted'>baseline: a classical "
         "method's value on the same cases.</p></div>"
         "<div class='card'><h3>ReX-MLE medals</h3><p><span class='medal medal-gold'>gold</span> "
