@@ -80,7 +80,9 @@ def run_session(root: Path) -> dict:
     roles = build_suite(root)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(root / "suite")]))
     env.pop("PYTEST_XDIST_WORKER", None)
+    # every task's lite tier, and the ReX-MLE challenge's only tier (pro)
     cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=demo-table",
+           "--amb-tier=all", "-k", "lite or rexmle",
            f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={root / 'runs'}", f"--amb-report-dir={root / 'reports'}"]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=3000)
     results_file = root / "reports" / "amb-results.json"
