@@ -184,7 +184,9 @@ def test_rexmle_challenge_in_every_report_format(tiny_suite, pytester):
                                     {"name": "hd95", "direction": "lower_better"}]})
     (tiny_suite / "tiny_rex.task.yaml").write_text(yaml.safe_dump(task))
     (tiny_suite / "tiny_rex.csv").write_text(TINY_REX_BOARD)
-    r = pytester.runpytest_subprocess("suite", "-n", "2", "--junitxml=out.xml", "-p", "no:cacheprovider")
+    # ReX-MLE challenges are pro-only: select them beside the lite tier as scripts/demo.sh does
+    r = pytester.runpytest_subprocess("suite", "-n", "2", "-m", "lite or rexmle", "--junitxml=out.xml",
+                                      "-p", "no:cacheprovider")
     r.assert_outcomes(passed=2)
     doc = read_results(pytester)
     rex = next(x for x in doc["runs"] if x["task_id"] == "tiny-rex")["rexmle"]
