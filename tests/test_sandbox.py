@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import config, folders  # noqa: F401  (folders is a fixture)
 
 from conftest import read_results, sandbox_args
-from pytest_automedbench.sandbox import SandboxConfig, isolation_of
+from pytest_automedbench.sandbox import isolation_of
 from pytest_automedbench.sandbox.docker import DockerSandbox, reap_stale
 from pytest_automedbench.sandbox.gpus import parse_gpus, worker_gpus
 from pytest_automedbench.sandbox.guard import PolicyGuard, static_check
@@ -36,18 +37,6 @@ def pids_group(sb: LocalSandbox) -> Path:
     return next(d for d in sb._cgroups.dirs if d.parent.name == "pids")
 
 
-@pytest.fixture
-def folders(tmp_path):
-    (tmp_path / "public").mkdir()
-    (tmp_path / "private").mkdir()
-    (tmp_path / "private" / "CANARY.txt").write_text("secret")
-    (tmp_path / "ws").mkdir()
-    return tmp_path
-
-
-def config(root: Path, **kw) -> SandboxConfig:
-    return SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", forbidden=[root / "private"],
-                         cell_timeout_s=30, **kw)
 
 
 @pytest.mark.parametrize("worker, workers, expected", [

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import config, folders  # noqa: F401  (folders is a fixture)
 import requests
 
-from pytest_automedbench.sandbox import SandboxConfig
 from pytest_automedbench.sandbox import gpus as gpus_module
 from pytest_automedbench.sandbox.docker import DockerSandbox
 from pytest_automedbench.sandbox.gpus import (check_gpus, cuda_visible_devices, detect_gpus, device_nodes,
@@ -37,15 +37,6 @@ def fake_nvidia_smi(folder: Path, monkeypatch, gpus: int = 1, fail: str | None =
     return script
 
 
-@pytest.fixture
-def folders(tmp_path):
-    (tmp_path / "public").mkdir()
-    (tmp_path / "ws").mkdir()
-    return tmp_path
-
-
-def config(root: Path, **kw) -> SandboxConfig:
-    return SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", cell_timeout_s=120, **kw)
 
 
 def test_one_gpu_shared_by_four_workers():

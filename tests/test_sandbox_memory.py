@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import config, folders  # noqa: F401  (folders is a fixture)
 
 from pytest_automedbench.judge.patterns import OOM
-from pytest_automedbench.sandbox import SandboxConfig
 from pytest_automedbench.sandbox import cgroups as cgroups_module
 from pytest_automedbench.sandbox.cgroups import Cgroups, memory_cap_available
 from pytest_automedbench.sandbox.guard import PolicyGuard
@@ -24,15 +24,6 @@ RESERVE = ("import mmap\n"
 TOUCH = "x = b'x' * ({mb} << 20)\nprint('touched', len(x) >> 20, 'MB')"
 
 
-@pytest.fixture
-def folders(tmp_path):
-    (tmp_path / "public").mkdir()
-    (tmp_path / "ws").mkdir()
-    return tmp_path
-
-
-def config(root: Path, **kw) -> SandboxConfig:
-    return SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", cell_timeout_s=60, **kw)
 
 
 @needs_memory_cgroup

@@ -11,8 +11,9 @@ import venv
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import config as sandbox_config, folders  # noqa: F401  (folders is a fixture)
 
-from pytest_automedbench.sandbox import SandboxConfig, SandboxError
+from pytest_automedbench.sandbox import SandboxError
 from pytest_automedbench.sandbox.docker import DockerSandbox
 from pytest_automedbench.sandbox.guard import PolicyGuard
 from pytest_automedbench.sandbox.local import LocalSandbox
@@ -24,16 +25,9 @@ backends = pytest.mark.parametrize("bwrap", [
     "0"])
 
 
-@pytest.fixture
-def folders(tmp_path):
-    (tmp_path / "public").mkdir()
-    (tmp_path / "ws").mkdir()
-    return tmp_path
-
-
-def config(root: Path, **kw) -> SandboxConfig:
-    return SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", cell_timeout_s=120,
-                         forbidden=kw.pop("forbidden", []) + [REPO], **kw)
+def config(root: Path, **kw):
+    """The plugin's checkout is forbidden, as the runner makes it (forbidden_paths)."""
+    return sandbox_config(root, forbidden=[REPO] + kw.pop("forbidden", []), **kw)
 
 
 def make_target(root: Path) -> Path:
