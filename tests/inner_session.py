@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import pytest
 import yaml
 from filelock import FileLock
 
@@ -65,9 +66,12 @@ def case_facts(runs: Path, task_id: str) -> dict:
             "run_dir": str(run_dir)}
 
 
-def session_facts(name: str, backend: str, request, tmp_path_factory, compute: Callable[[Path, dict | None], dict]) -> dict:
-    """`compute(root, docker)`'s facts for `backend`, computed once per test session (shared by its
-    xdist workers through a file under the session's temporary folder)."""
+def session_facts(name: str, request, tmp_path_factory, run: Callable[[str, Path, dict | None], dict]) -> dict:
+    """`run(backend, root, docker)`'s facts for the backend `request.param`, computed once per test
+    session (shared by its xdist workers through a file under the session's temporary folder)."""
+    backend = request.param
+    if backend == "local" and not shutil.which("bwrap"):
+        pytest.skip(f"the local {name} session needs bubblewrap (apt-get install bubblewrap)")
     docker = request.getfixturevalue("docker_host") if backend == "docker" else None
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -78,7 +82,7 @@ def session_facts(name: str, backend: str, request, tmp_path_factory, compute: C
             root = shared / f"{name}-{backend}"
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir()
-            facts_file.write_text(json.dumps(compute(root, docker)))
+            facts_file.write_text(json.dumps(run(backend, root, docker)))
     facts = json.loads(facts_file.read_text())
     facts["backend"] = backend
     return facts

@@ -12,7 +12,6 @@ is on PYTHONPATH, and where this machine has a GPU (and CUDA torch) the runs get
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -61,11 +60,7 @@ def run_honest(backend: str, root: Path, docker: dict | None) -> dict:
 
 @pytest.fixture(scope="module", params=["local", "docker"])
 def honest(request, tmp_path_factory):
-    backend = request.param
-    if backend == "local" and not shutil.which("bwrap"):
-        pytest.skip("the local honest corpus needs bubblewrap (apt-get install bubblewrap)")
-    return session_facts("honest", backend, request, tmp_path_factory,
-                         lambda root, docker: run_honest(backend, root, docker))
+    return session_facts("honest", request, tmp_path_factory, run_honest)
 
 
 def output(case: dict) -> str:

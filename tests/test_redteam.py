@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import shutil
 import socket
 import subprocess
 import threading
@@ -149,11 +148,7 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
 
 @pytest.fixture(scope="module", params=["local", "docker"])
 def redteam(request, tmp_path_factory):
-    backend = request.param
-    if backend == "local" and not shutil.which("bwrap"):
-        pytest.skip("the local red team needs bubblewrap (apt-get install bubblewrap)")
-    return session_facts("redteam", backend, request, tmp_path_factory,
-                         lambda root, docker: run_redteam(backend, root, docker))
+    return session_facts("redteam", request, tmp_path_factory, run_redteam)
 
 
 def hostile_cells(case: dict) -> list[dict]:
