@@ -197,3 +197,33 @@ def test_docker_sandbox_gets_its_gpu(folders):
         r = sb.exec(CUDA_PROBE.replace('os.environ["CUDA_VISIBLE_DEVICES"]', '"container"'))
     assert r.exit_code == 0 and not r.violations, r
     assert r.stdout.split()[:2] == ["cuda", "1"], r.stdout
+
+
+def load_gpu_check():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_compares_demo_scores_within_tolerance():
+    check = load_gpu_check()
+    run = {"violations": [], "failure_mode": None, "overall": 91.0,
+           "task_metrics": {"value": 0.80, "score": 0.80, "components": {"one": 0.9, "two": 0.7}, "n_cases": 3}}
+    same = dict(run, overall=91.4, task_metrics=dict(run["task_metrics"], value=0.805, score=0.805))
+    assert check.compare_demo({"a": run}, {"a": same}) == []
+    drift = dict(run, task_metrics=dict(run["task_metrics"], components={"one": 0.9, "two": 0.6}))
+    flagged = dict(run, violations=[{"rule": "tampering"}], failure_mode="disqualified", overall=0.0)
+    problems = check.compare_demo({"a": run, "b": run, "c": run}, {"a": drift, "b": flagged})
+    assert any("a: task_metrics.components.two" in p for p in problems)
+    assert any("b: violations on GPU" in p for p in problems) and any("b: failure_mode" in p for p in problems)
+    assert any("c: only in the CPU run" in p for p in problems)
+
+
+def test_gpu_check_says_why_there_is_nothing_to_check(tmp_path, monkeypatch):
+    fake_nvidia_smi(tmp_path / "bin", monkeypatch, fail="no driver")
+    reason = load_gpu_check().nothing_to_check()
+    assert reason and reason.startswith("no GPU") and "no driver" in reason
