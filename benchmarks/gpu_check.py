@@ -32,7 +32,7 @@ from _common import record  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from pytest_automedbench.sandbox import SandboxConfig, sandbox_class  # noqa: E402
-from pytest_automedbench.sandbox.gpus import check_gpus, cuda_visible_devices, detect_gpus  # noqa: E402
+from pytest_automedbench.sandbox.gpus import check_gpus, cuda_unavailable, cuda_visible_devices  # noqa: E402
 from pytest_automedbench.sandbox.guard import PolicyGuard  # noqa: E402
 
 PROBE = """
@@ -56,19 +56,6 @@ print("AMB-GPU-PROBE " + json.dumps({{"tflops": statistics.median(rates), "devic
 """
 SCORE_TOLERANCE = (0.02, 1e-3)  # relative, absolute
 OVERALL_TOLERANCE = 1.0
-
-
-def nothing_to_check() -> str | None:
-    scan = detect_gpus()
-    if not scan.gpus:
-        return f"no GPU: {scan.describe()}"
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return f"torch {torch.__version__} cannot use CUDA here ({scan.describe()})"
-    return None
 
 
 def parse_probe(text: str) -> dict:
@@ -168,7 +155,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="bare/sandboxed probe pairs")
     ap.add_argument("--skip-demo", action="store_true", help="only the throughput probe")
     args = ap.parse_args()
-    why = nothing_to_check()
+    why = cuda_unavailable()
     if why:
         print(f"gpu_check: nothing to check: {why}")
         return 2

@@ -17,20 +17,12 @@ from pathlib import Path
 import pytest
 
 from inner_session import case_facts, cells_of, run_session, session_facts, write_suite
-from pytest_automedbench.sandbox.gpus import detect_gpus
+from pytest_automedbench.sandbox.gpus import cuda_unavailable
 
 HONEST = Path(__file__).parent / "honest"
 CASES = sorted(p.stem for p in HONEST.glob("*.yaml"))
 OK = "HONEST-OK"
 SLOW = {"jit_to_tmp": 400, "medical_io": 300, "dataloader_workers": 300}  # cell timeouts (s) on a loaded machine
-
-
-def gpu_here() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(detect_gpus().gpus) and torch.cuda.is_available()
 
 
 def honest_target(root: Path) -> Path:
@@ -49,7 +41,7 @@ def run_honest(backend: str, root: Path, docker: dict | None) -> dict:
     tasks = write_suite(root, steps, lambda case: {"cell_timeout_s": SLOW.get(case, 180), "time_limit_s": 900},
                         prefix="hc-")
     target = honest_target(root)
-    gpu = gpu_here()
+    gpu = cuda_unavailable() is None
     proc = run_session(root, backend, docker, ["--amb-gpus=0"] if gpu else [],
                        env={"PYTHONDONTWRITEBYTECODE": None}, pythonpath=[str(target)], timeout=3000)
     cache = target / "amb_honest_lib" / "__pycache__"

@@ -14,13 +14,13 @@ import requests
 
 from pytest_automedbench.sandbox import gpus as gpus_module
 from pytest_automedbench.sandbox.docker import DockerSandbox
-from pytest_automedbench.sandbox.gpus import (check_gpus, cuda_visible_devices, detect_gpus, device_nodes,
-                                              parse_gpus, worker_gpus)
+from pytest_automedbench.sandbox.gpus import (check_gpus, cuda_unavailable, cuda_visible_devices, detect_gpus,
+                                              device_nodes, parse_gpus, worker_gpus)
 from pytest_automedbench.sandbox.guard import PolicyGuard
 from pytest_automedbench.sandbox.local import LocalSandbox
 
 H100 = "NVIDIA H100 80GB HBM3"
-UUIDS = ["GPU-5f2c1a7e-0000-1111-2222-333344445555", "GPU-9b8a7c6d-0000-1111-2222-666677778888"]
+UUIDS = [f"GPU-5f2c1a7e-{i:04d}-1111-2222-333344445555" for i in range(8)]
 
 
 def fake_nvidia_smi(folder: Path, monkeypatch, gpus: int = 1, fail: str | None = None) -> Path:
@@ -143,22 +143,7 @@ def test_docker_sdk_sends_the_gpu_device_request(gpus, folders):
 
 # ---- on a real GPU (pytest tests -m gpu) ---------------------------------------------------------
 
-def _real_gpu() -> str | None:
-    """Why the GPU tests cannot run here, or None."""
-    gpus_module._scan.cache_clear()
-    scan = detect_gpus()
-    if not scan.gpus:
-        return f"needs an NVIDIA GPU: {scan.describe()}"
-    try:
-        import torch
-    except ImportError:
-        return "needs torch"
-    if not torch.cuda.is_available():
-        return f"needs a CUDA build of torch (this is {torch.__version__}, GPUs: {scan.describe()})"
-    return None
-
-
-NO_GPU = _real_gpu()
+NO_GPU = cuda_unavailable()
 needs_gpu = pytest.mark.skipif(NO_GPU is not None, reason=NO_GPU or "")
 
 CUDA_PROBE = """
@@ -223,7 +208,31 @@ def test_gpu_check_compares_demo_scores_within_tolerance():
     assert any("c: only in the CPU run" in p for p in problems)
 
 
-def test_gpu_check_says_why_there_is_nothing_to_check(tmp_path, monkeypatch):
+def test_gpu_checks_say_why_there_is_nothing_to_check(tmp_path, monkeypatch):
     fake_nvidia_smi(tmp_path / "bin", monkeypatch, fail="no driver")
-    reason = load_gpu_check().nothing_to_check()
-    assert reason and reason.startswith("no GPU") and "no driver" in reason
+    reason = cuda_unavailable()
+    assert reason and reason.startswith("no NVIDIA GPU") and "no driver" in reason
+
+
+def test_gpus_this_machine_lacks_are_a_usage_error(tiny_suite, pytester, tmp_path, monkeypatch):
+    """--amb-gpus=0,1 on a one-GPU box stops the session at the start, naming the GPUs it has."""
+    fake_nvidia_smi(tmp_path / "bin", monkeypatch, gpus=1)
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-gpus=0,1")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--amb-gpus=0,1: no GPU 1 on this machine: 1 GPU(s) by nvidia-smi -L (0: NVIDIA H100*"])
+
+
+@pytest.mark.parametrize("gpus, worker, workers, expected", [
+    ("0", "gw3", 4, [0]),  # --amb-gpus=0 -n 4 on a one-GPU box: every worker shares GPU 0
+    ("0,1,2,3", "gw1", 2, [1, 3]),  # gw1 of 2 takes GPUs 1 and 3
+])
+def test_worker_share_reaches_the_cell(gpus, worker, workers, expected, tiny_suite, pytester, tmp_path, monkeypatch):
+    """Checked from inside a cell, by UUID (the cell can open only its share's device nodes)."""
+    fake_nvidia_smi(tmp_path / "bin", monkeypatch, gpus=len(gpus.split(",")))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
+    steps = tiny_suite / "gpus.yaml"
+    steps.write_text("- execute_code: {language: bash, code: 'echo gpus=$CUDA_VISIBLE_DEVICES'}\n")
+    pytester.runpytest("suite", "-p", "no:cacheprovider", f"--amb-gpus={gpus}", f"--amb-model=script:{steps}")
+    trace = next((pytester.path / "reports" / "runs").glob("*/trace.jsonl")).read_text()
+    assert "gpus=" + ",".join(UUIDS[i] for i in expected) in trace

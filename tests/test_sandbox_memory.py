@@ -106,3 +106,31 @@ def test_cgroup_v2_group_gets_both_caps(tmp_path, monkeypatch):
 def test_no_cgroup_where_none_can_be_made(tmp_path):
     assert Cgroups.make(64, 300, tmp_path).dirs == []  # no hierarchy there at all
     assert Cgroups.make(None, None).dirs == []  # nothing asked
+
+
+def test_memory_mode_in_header_and_provenance(tiny_suite, pytester):
+    from conftest import read_results
+    from pytest_automedbench.sandbox import memory_limit_mode_of
+
+    mode = memory_limit_mode_of("local", 8192, [])
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider")
+    r.stdout.fnmatch_lines([f"*sandbox=local (isolation: *, memory: {mode})*"])
+    assert read_results(pytester)["runs"][0]["provenance"]["memory_limit"] == mode
+
+
+def test_unenforced_memory_cap_is_announced(tiny_suite, pytester, tmp_path, monkeypatch):
+    """No memory cgroup and a GPU run: no limit rather than one that breaks CUDA, said in the header
+    and the result."""
+    from conftest import read_results
+    from test_sandbox_gpus import fake_nvidia_smi
+
+    monkeypatch.setattr(cgroups_module, "memory_cap_available", lambda *a: None)
+    monkeypatch.setattr(cgroups_module.Cgroups, "make", classmethod(lambda cls, *a, **k: cls()))
+    fake_nvidia_smi(tmp_path / "bin", monkeypatch, gpus=1)
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-gpus=0")
+    r.stdout.fnmatch_lines(["*(isolation: *, memory: none)*", "*WARNING: --amb-memory is not enforced*CUDA*"])
+    assert read_results(pytester)["runs"][0]["provenance"]["memory_limit"] == "none"
+    from pytest_automedbench.sandbox import memory_limit_mode_of
+
+    assert memory_limit_mode_of("local", 8192, []) == "rlimit-as"
+    assert memory_limit_mode_of("docker", 8192, ["0"]) == "cgroup-docker"

@@ -171,3 +171,17 @@ def test_docker_with_host_python_mounts_the_same_folders(folders, monkeypatch):
     assert sb._interpreter("python")[0] == sys.executable
     plain = DockerSandbox(config(folders, python="/opt/conda/bin/python", extra={"docker_image": "img"}))
     assert plain._interpreter("python")[0] == "/opt/conda/bin/python"  # the image's own interpreter
+
+
+def test_amb_python_option(tiny_suite, pytester, tmp_path):
+    """--amb-python=<venv> runs the cells with it; a path that is no interpreter is a usage error."""
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(env_dir)
+    steps = tiny_suite / "prefix.yaml"
+    steps.write_text("- execute_code: {language: python, code: 'import sys; print(\"prefix=\" + sys.prefix)'}\n")
+    pytester.runpytest("suite", "-p", "no:cacheprovider", f"--amb-python={env_dir}", f"--amb-model=script:{steps}")
+    trace = next((pytester.path / "reports" / "runs").glob("*/trace.jsonl")).read_text()
+    assert f"prefix={env_dir}" in trace
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", f"--amb-python={tmp_path / 'nope'}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--amb-python: */nope does not exist*"])

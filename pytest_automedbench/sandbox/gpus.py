@@ -167,3 +167,17 @@ def cuda_visible_devices(selected: list[str], scan: GpuScan | None = None) -> st
         gpu = _lookup(gpu_id, scan)
         out.append(gpu.uuid if gpu is not None and gpu.uuid else gpu_id)
     return ",".join(out)
+
+
+def cuda_unavailable() -> str | None:
+    """Why this process cannot run CUDA work (no NVIDIA GPU, no torch, a CPU build), or None."""
+    scan = detect_gpus()
+    if not scan.gpus:
+        return f"no NVIDIA GPU: {scan.describe()}"
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} cannot use CUDA here ({scan.describe()})"
+    return None
