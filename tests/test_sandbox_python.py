@@ -185,3 +185,14 @@ def test_amb_python_option(tiny_suite, pytester, tmp_path):
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", f"--amb-python={tmp_path / 'nope'}")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*--amb-python: */nope does not exist*"])
+
+
+def test_relative_and_overbroad_pythonpath_entries(tmp_path, monkeypatch):
+    """A relative PYTHONPATH entry means the harness's folder (not `/`); `/` and the home folder are
+    never mounted whole."""
+    lib = make_target(tmp_path / "libs")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["libs", "/", os.path.expanduser("~")]))
+    env = agent_python(None, [REPO])
+    assert str(lib) in env.mounts and str(lib) in env.pythonpath
+    assert "/" not in env.mounts and os.path.expanduser("~") not in env.mounts

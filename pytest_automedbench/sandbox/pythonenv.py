@@ -9,7 +9,8 @@ test folders) are not part of it. From it, never mounted:
 - folders inside a forbidden path (private labels, the data and runs folders, the plugin's source);
 - a source checkout of the plugin (a folder holding `pytest_automedbench/` beside a pyproject.toml
   or .git) and folders holding task files (`*.task.yaml`): reference solutions and data preparers;
-- the system folders (/usr, /etc): the sandbox mounts those anyway.
+- the system folders (/usr, /etc): the sandbox mounts those anyway;
+- `/`, the home folder and its ancestors (a PYTHONPATH of `~` or `.` run from home): never whole.
 
 Forbidden paths inside a mounted folder (an installed copy of the plugin in site-packages, a runs
 folder under a PYTHONPATH folder) are hidden under an empty read-only tmpfs.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -66,11 +68,11 @@ def resolve_interpreter(python: str | None) -> str:
 
 
 def _probe(executable: str, *flags: str) -> tuple[list[str], list[str]]:
-    """(prefixes, sys.path) of a fresh `executable` with this environment, started in `/`."""
+    """(prefixes, sys.path) of a fresh `executable` with this environment (`-c`: no script folder)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
     try:
-        out = subprocess.run([executable, *flags, "-c", _PROBE], cwd="/", env=env, capture_output=True,
-                             text=True, timeout=120)
+        # from the harness's folder: Python makes relative PYTHONPATH entries absolute against it
+        out = subprocess.run([executable, *flags, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SandboxError(f"cannot start the agent's Python {executable}: {e}") from None
     if out.returncode:
@@ -80,9 +82,9 @@ def _probe(executable: str, *flags: str) -> tuple[list[str], list[str]]:
 
 
 @lru_cache(maxsize=16)
-def _paths(executable: str, pythonpath: str, home: str, userbase: str) -> tuple[list[str], list[str], list[str]]:
+def _paths(executable: str, pythonpath: str, home: str, userbase: str, cwd: str) -> tuple[list[str], list[str], list[str]]:
     """(prefixes, full sys.path, entries the interpreter finds on its own), cached per environment."""
-    del pythonpath, home, userbase  # the cache key: what changes the answer
+    del pythonpath, home, userbase, cwd  # the cache key: what changes the answer
     prefixes, full = _probe(executable)
     _, own = _probe(executable, "-E", "-s")
     return prefixes, full, own
@@ -107,13 +109,16 @@ def agent_python(python: str | None, forbidden: list[Path] | list[str]) -> Agent
     """What the sandbox mounts and sets so that `python` (default: the harness's) imports what it can."""
     executable = resolve_interpreter(python)
     prefixes, full, own = _paths(executable, os.environ.get("PYTHONPATH", ""), os.environ.get("HOME", ""),
-                                 os.environ.get("PYTHONUSERBASE", ""))
+                                 os.environ.get("PYTHONUSERBASE", ""), os.getcwd())
     banned = sorted({os.path.abspath(str(p)) for p in forbidden if str(p)})
+    homes = {os.path.expanduser("~"), pwd.getpwuid(os.getuid()).pw_dir} - {"~"}
     candidates: list[str] = []
     material: list[str] = []
     for entry in prefixes + full:
         entry = os.path.abspath(entry)
         if entry in candidates or not os.path.exists(entry) or any(_inside(entry, d) for d in SYSTEM_DIRS):
+            continue
+        if any(_inside(h, entry) for h in homes):  # "/", /home, a home folder: never whole (keys, projects)
             continue
         if any(_inside(entry, b) for b in banned):
             continue
