@@ -134,3 +134,19 @@ def test_unenforced_memory_cap_is_announced(tiny_suite, pytester, tmp_path, monk
 
     assert memory_limit_mode_of("local", 8192, []) == "rlimit-as"
     assert memory_limit_mode_of("docker", 8192, ["0"]) == "cgroup-docker"
+
+
+@needs_memory_cgroup
+def test_a_cell_over_the_cap_is_res_oom_and_the_run_goes_on(tiny_suite, pytester):
+    """End to end: the OOM-killed cell is told why, the run goes on, error_codes has RES-OOM."""
+    from conftest import read_results
+
+    steps = tiny_suite / "oom.yaml"
+    steps.write_text("- execute_code: {language: python, code: \"x = b'x' * (600 << 20)\"}\n"
+                     "- execute_code: {language: bash, code: 'echo still running'}\n")
+    pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-memory=300", f"--amb-model=script:{steps}")
+    result = read_results(pytester)["runs"][0]
+    trace = next((pytester.path / "reports" / "runs").glob("*/trace.jsonl")).read_text()
+    assert "out of memory" in trace and "still running" in trace
+    assert "RES-OOM" in [c["code"] for c in result["error_codes"]], result["error_codes"]
+    assert result["violations"] == []
