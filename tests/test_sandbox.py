@@ -289,3 +289,23 @@ def test_cleanup_runs_on_ctrl_c(backend, folders, request):
 ])
 def test_static_check_leaves_careful_researchers_alone(code):
     assert static_check(code, True, ["/srv/runs", "/srv/data"]) is None
+
+
+@needs_bwrap
+def test_audit_hook_flags_libc_from_the_agents_code_only(folders, monkeypatch):
+    """CUDA libraries (libcudart, libcublas: "libc" is only their prefix) and libc loaded by library
+    code (a --target folder under /tmp here) are ordinary; the agent's own code reaching libc is not."""
+    target = folders / "target"
+    (target / "amb_libc_user").mkdir(parents=True)
+    (target / "amb_libc_user" / "__init__.py").write_text(
+        "import ctypes\n\ndef libc():\n    return ctypes.CDLL('libc.so.6')\n")
+    monkeypatch.setenv("PYTHONPATH", str(target))
+    with PolicyGuard(LocalSandbox(config(folders))) as sb:
+        cuda = sb.exec("import ctypes\nfor name in ('libcudart.so.12', 'libcublasLt.so.12'):\n    try:\n"
+                       "        ctypes.CDLL(name)\n    except OSError:\n        pass\nprint('ok')")
+        library = sb.exec("import amb_libc_user\nprint(amb_libc_user.libc() is not None)")
+        evasive = sb.exec("m = __import__('ct' + 'ypes')\nload = getattr(m, 'CD' + 'LL')\nload(None)\nprint('loaded')")
+    assert cuda.stdout.strip() == "ok" and not cuda.violations, cuda
+    assert library.stdout.strip() == "True" and not library.violations, library
+    assert evasive.violations and evasive.violations[0]["rule"] == "tampering", evasive
+    assert evasive.violations[0]["layer"] == "audit_hook" and "loaded" not in evasive.stdout

@@ -150,11 +150,12 @@ class GuardFiles:
 
 
 def write_guard_files(forbidden: list[str], writable: list[str], allowed: list[str],
-                      inference_only: bool) -> GuardFiles:
-    """Write the in-sandbox layers into a fresh folder (removed by `PolicyGuard.cleanup`)."""
+                      inference_only: bool, libraries: list[str] = ()) -> GuardFiles:
+    """Write the in-sandbox layers into a fresh folder (removed by `PolicyGuard.cleanup`).
+    `libraries`: the agent's Python's read-only folders (code there is never the agent's own)."""
     root = Path(tempfile.mkdtemp(prefix="amb-guard-"))
     (root / "policy.json").write_text(json.dumps({"forbidden": forbidden, "writable": writable, "allowed": allowed,
-                                                  "inference_only": inference_only}))
+                                                  "libraries": list(libraries), "inference_only": inference_only}))
     (root / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     bin_dir = root / "bin"
     bin_dir.mkdir()
@@ -175,6 +176,16 @@ def _sh_glob(path: str) -> str:
     return re.sub(r"([*?\[\]|()\s;&<>$`\"'\\])", r"\\\1", path)
 
 
+def _library_folders(cfg) -> list[str]:
+    """The folders the agent's Python is mounted from (a venv under /tmp is library code, not the agent's)."""
+    from .pythonenv import agent_python
+
+    try:
+        return agent_python(cfg.python, cfg.forbidden).mounts
+    except Exception:  # an interpreter that cannot start fails the sandbox's start, with its reason
+        return []
+
+
 class PolicyGuard(Sandbox):
     """Wraps any backend: checks each cell, reads the in-sandbox layers' reports, counts violations."""
 
@@ -190,7 +201,8 @@ class PolicyGuard(Sandbox):
         # The user's own agent program folders (command:) are shown read-only and may be named.
         self.allowed = [str(cfg.workspace_dir), str(cfg.public_dir)] + [str(d) for d in cfg.ro_binds]
         writable = [AGENT_WORKSPACE, "/tmp", "/dev", str(cfg.workspace_dir), tempfile.gettempdir()]
-        self.files = write_guard_files(inside_forbidden, writable, self.allowed, inference_only)
+        self.files = write_guard_files(inside_forbidden, writable, self.allowed, inference_only,
+                                       _library_folders(cfg))
         cfg.guard = self.files
         self.cells = 0
 
@@ -279,6 +291,7 @@ def _install():
     forbidden = tuple(p.rstrip("/") for p in policy["forbidden"])
     writable = tuple(p.rstrip("/") for p in policy["writable"]) + (here,)
     allowed = tuple(p.rstrip("/") for p in policy["allowed"])
+    libraries = tuple(p.rstrip("/") for p in policy.get("libraries", ()))
     proc_re = _re.compile(r"^/proc/[^/]+/(root|cwd|environ|mem)(/|$)")
     write_flags = _os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_APPEND | _os.O_TRUNC
     normpath, realpath, write = _os.path.normpath, _os.path.realpath, _os.write
@@ -315,7 +328,9 @@ def _install():
         while frame is not None:
             name = frame.f_code.co_filename
             if "/ctypes/" not in name:
-                return (name.startswith("<") and not name.startswith("<frozen")) or under(name, writable)
+                if name.startswith("<"):
+                    return not name.startswith("<frozen")
+                return under(name, writable) and not under(name, libraries)
             frame = frame.f_back
         return True
 
