@@ -99,7 +99,7 @@ def main() -> int:
                 show(f"{name}: {args.cells}-cell run, sum of cells", total)
                 show(f"{name}: harness overhead on the run (target < 5%)", 100 * overhead, "%")
                 figures[name] = {"available": True, "isolation": sandbox.isolation,
-                                 "memory_limit": sandbox.memory_limit_mode, "cell_s": cell,
+                                 "memory_limit": getattr(sandbox, "memory_limit_mode", "unknown"), "cell_s": cell,
                                  "ratio_to_bare": ratio, "run_wall_s": wall, "run_cells_s": total,
                                  "run_overhead_pct": 100 * overhead}
             finally:
