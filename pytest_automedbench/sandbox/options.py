@@ -20,7 +20,7 @@ SANDBOX_OPTIONS = [
      "docker: inside the image unless --amb-docker-host-python)"),
     ("docker-image", "amb_docker_image", "python:3.11-slim", str, "image of the docker sandbox's agent container"),
     ("docker-host-python", "amb_docker_host_python", "false", str,
-     "mount the harness's own Python environment read-only into the container and run cells with it"),
+     "mount the agent's Python (the harness's, or --amb-python's) read-only into the container and run cells with it"),
     ("disk-cap", "amb_disk_cap", "4096", int, "workspace disk cap in MB; going over ends the run (disk_limit)"),
     ("memory", "amb_memory", "8192", int,
      "resident memory cap per sandbox in MB (a memory cgroup; an address-space limit only on CPU runs where no "

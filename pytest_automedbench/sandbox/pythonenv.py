@@ -8,7 +8,8 @@ test folders) are not part of it. From it, never mounted:
 
 - folders inside a forbidden path (private labels, the data and runs folders, the plugin's source);
 - a source checkout of the plugin (a folder holding `pytest_automedbench/` beside a pyproject.toml
-  or .git) and folders holding task files (`*.task.yaml`): reference solutions and data preparers;
+  or .git) and folders holding task files (`*.task.yaml`) or a `task_suites/` folder: reference
+  solutions and data preparers;
 - the system folders (/usr, /etc): the sandbox mounts those anyway;
 - `/`, the home folder and its ancestors (a PYTHONPATH of `~` or `.` run from home): never whole.
 
@@ -99,6 +100,8 @@ def _holds_benchmark_material(folder: Path) -> bool:
     try:
         if (folder / "pytest_automedbench").is_dir() and \
                 ((folder / "pyproject.toml").exists() or (folder / ".git").exists()):
+            return True
+        if (folder / "task_suites").is_dir():  # a project holding benchmark suites
             return True
         return any(p.name.endswith(TASK_FILE_SUFFIXES) for p in folder.iterdir())
     except OSError:
