@@ -309,3 +309,14 @@ def test_audit_hook_flags_libc_from_the_agents_code_only(folders, monkeypatch):
     assert library.stdout.strip() == "True" and not library.violations, library
     assert evasive.violations and evasive.violations[0]["rule"] == "tampering", evasive
     assert evasive.violations[0]["layer"] == "audit_hook" and "loaded" not in evasive.stdout
+
+
+def test_docker_cell_after_a_fork_bomb_starts_clean(folders, docker_host):
+    """The next cell starts (no exec failing on a still-full pids limit) and sees no leftover process."""
+    count = "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo processes=$n"
+    with DockerSandbox(config(folders, max_processes=64, extra={"docker_image": docker_host["image"]})) as sb:
+        for _ in range(2):
+            bomb = sb.exec(":(){ :|:& };:\nsleep 1\necho survived", "bash", timeout=60)
+            after = sb.exec(count, "bash")
+            assert "survived" in bomb.stdout or bomb.timed_out, bomb
+            assert after.exit_code == 0 and after.stdout.strip() == "processes=2", after  # init and this shell

@@ -37,6 +37,10 @@ from .pythonenv import AgentPython, agent_python
 
 LABEL = "amb.sandbox"
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Kill every process but init, then wait until only init and this shell are left (bash builtins
+# count them: no fork needed while the pids limit may still be full).
+_KILL_AND_WAIT = ("kill -9 -1 2>/dev/null; i=0; while [ $i -lt 200 ]; do n=0; for p in /proc/[0-9]*; do n=$((n+1)); "
+                  "done; [ $n -le 2 ] && exit 0; i=$((i+1)); sleep 0.05 2>/dev/null; done; exit 1")
 
 
 def owner_tag() -> str:
@@ -236,13 +240,16 @@ class DockerSandbox(Sandbox):
     def _end_cell(self, force: bool) -> None:
         """Kill whatever the cell left running (each cell starts clean, as on the local backend).
 
-        `kill -9 -1` from inside ends every process but the container's init; where even that
-        cannot start (the pids limit is exhausted) or the cell was stopped, the container restarts.
+        `kill -9 -1` from inside ends every process but the container's init, and the same shell
+        waits (up to ~10 s) until the killed are gone: on a loaded machine a fork bomb's processes
+        can still fill the pids limit for a moment, and the next cell's exec would fail to start.
+        Where even that cannot start (the pids limit is exhausted), the processes do not go, or
+        the cell was stopped, the container restarts.
         """
         if not force:
             try:
-                self.container.exec_run(["bash", "-c", "kill -9 -1 2>/dev/null; true"], user="root")
-                return
+                if self.container.exec_run(["bash", "-c", _KILL_AND_WAIT], user="root").exit_code == 0:
+                    return
             except Exception:
                 pass
         try:
