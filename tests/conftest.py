@@ -46,12 +46,12 @@ def _warm_up_sdks() -> None:
 _warm_up_sdks()
 
 FIXTURES = Path(__file__).parent / "fixtures"
+collect_ignore = ["fixtures"]
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and CUDA torch (skipped, saying why, where none is "
                                        "present; run them on a GPU box with `pytest tests -m gpu`)")
-collect_ignore = ["fixtures"]
 
 
 @pytest.fixture
