@@ -24,7 +24,7 @@ SANDBOX_OPTIONS = [
     ("disk-cap", "amb_disk_cap", "4096", int, "workspace disk cap in MB; going over ends the run (disk_limit)"),
     ("memory", "amb_memory", "8192", int,
      "resident memory cap per sandbox in MB (a memory cgroup; an address-space limit only on CPU runs where no "
-     "cgroup can be made); 0: none"),
+     "cgroup can be made)"),
     ("max-processes", "amb_max_processes", "256", int, "process limit per sandbox"),
 ]
 
@@ -36,10 +36,6 @@ def sandbox_options(option: Callable[[str, type], Any]) -> SandboxOptions:
         raise SettingsError(f"--amb-docker-host-python: expected true or false, got {host_python!r}")
     gpus = parse_gpus(option("amb_gpus", str))
     backend = option("amb_sandbox", str) or "local"
-    if gpus and gpus_are_here(backend):
-        error = check_gpus(gpus)
-        if error:
-            raise SettingsError(error)
     python = option("amb_python", str)
     if python and not (backend == "docker" and host_python not in ("1", "true", "yes")):
         try:  # a host interpreter: it must exist (docker without host Python: the image's, unchecked)
@@ -55,6 +51,12 @@ def sandbox_options(option: Callable[[str, type], Any]) -> SandboxOptions:
         memory_mb=option("amb_memory", int),
         max_processes=option("amb_max_processes", int),
     )
+
+
+def missing_gpus(backend: str, ids: list[str]) -> str | None:
+    """Why `--amb-gpus` ids cannot be had on this machine, or None (validate.py asks this after
+    checking their syntax; ids for a remote engine or a third-party backend are not checked here)."""
+    return check_gpus(ids) if ids and gpus_are_here(backend) else None
 
 
 def gpus_are_here(backend: str) -> bool:
