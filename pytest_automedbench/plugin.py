@@ -17,6 +17,7 @@ from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .data import DataNotPrepared, ensure_prepared
 from .metrics import MetricUnavailable
+from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run
 from .runner import execute
 from .options import ALL_OPTIONS, settings_from
@@ -297,12 +298,6 @@ def describe(r: dict) -> str:
     return text
 
 
-def _rexmle_properties(r: dict) -> dict:
-    from . import rexmle  # pandas and the leaderboards load only for ReX-MLE runs
-
-    return rexmle.properties(r)
-
-
 def properties(r: dict, result_path: Path) -> dict:
     """Flat builtin properties (they must survive pytest-xdist and JUnit)."""
     props = {
@@ -316,6 +311,6 @@ def properties(r: dict, result_path: Path) -> dict:
         "amb_tokens": sum(r["tokens"].values()),
         "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
         "amb_result": os.fspath(result_path),
-        **(_rexmle_properties(r) if r.get("rexmle") else {}),
+        **run_properties(r),  # E-codes, comparable, judge fallback, ReX-MLE percentile/medal (reporting/properties.py)
     }
     return props
