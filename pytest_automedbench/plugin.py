@@ -21,7 +21,7 @@ from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run
 from .runner import execute
 from .options import ALL_OPTIONS, settings_from
-from .sandbox import SandboxError, isolation_of
+from .sandbox import MEMORY_NOT_ENFORCED, SandboxError, isolation_of, memory_limit_mode_of
 from .settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
@@ -118,11 +118,14 @@ def _check_model_price(s: RunSettings) -> None:
 def pytest_report_header(config):
     s = config.stash[SETTINGS_KEY]
     isolation = isolation_of(s.sandbox)
+    memory = memory_limit_mode_of(s.sandbox, s.sandbox_options.memory_mb, s.sandbox_options.gpus)
     lines = [f"automedbench: agent={s.model} tier={s.tier} repeats={s.repeats} "
-             f"sandbox={s.sandbox} (isolation: {isolation})",
+             f"sandbox={s.sandbox} (isolation: {isolation}, memory: {memory})",
              f"automedbench: runs -> {s.runs_dir}  reports -> {s.report_dir}  data -> {s.data_dir}"]
     if isolation == "none":
         lines.append("automedbench: WARNING: the agent's code runs WITHOUT isolation (plain subprocess)")
+    if memory == "none" and s.sandbox_options.memory_mb:
+        lines.append(f"automedbench: WARNING: {MEMORY_NOT_ENFORCED}")
     if s.price_warning:
         lines.append(f"automedbench: WARNING: {s.price_warning.removeprefix('automedbench: ')}")
     return lines

@@ -171,6 +171,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         "provenance": {
             "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
             "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,
+            "memory_limit": sandbox.memory_limit_mode,
             "task_file": str(task.path),
         },
     }

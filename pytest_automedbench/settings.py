@@ -38,12 +38,14 @@ class SandboxOptions:
     disk_mb: int | None = 4096
     memory_mb: int | None = 8192
     max_processes: int | None = 256
+    python: str | None = None  # --amb-python: the interpreter cells run with (None: the harness's)
 
     def config_fields(self) -> dict[str, Any]:
         """SandboxConfig keyword arguments (None keeps SandboxConfig's own default)."""
         kw: dict[str, Any] = {k: v for k, v in (("gpus", self.gpus), ("disk_mb", self.disk_mb),
                                                  ("memory_mb", self.memory_mb),
-                                                 ("max_processes", self.max_processes)) if v is not None}
+                                                 ("max_processes", self.max_processes),
+                                                 ("python", self.python)) if v is not None}
         kw["extra"] = {"docker_image": self.docker_image, "docker_host_python": self.docker_host_python}
         return kw
 

@@ -121,6 +121,11 @@ def check_gpus(config) -> None:
         why = f"{bad[0]!r} is not a GPU id" if bad else "an id appears twice"
         raise SettingsError(f"--amb-gpus={text}: {why}; expected comma-separated ids as CUDA_VISIBLE_DEVICES "
                             "takes them (e.g. 0,1,2,3 or GPU-<uuid>), or none")
+    from .sandbox.options import missing_gpus  # ids this machine does not have (a one-GPU box asked for 0,1)
+
+    missing = missing_gpus(read_option(config, "amb_sandbox", str) or "local", ids)
+    if missing:
+        raise SettingsError(missing)
 
 
 def check_baseline(s: RunSettings) -> None:

@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,11 @@ _warm_up_sdks()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and CUDA torch (skipped, saying why, where none is "
+                                       "present; run them on a GPU box with `pytest tests -m gpu`)")
 
 
 @pytest.fixture
@@ -96,18 +102,29 @@ def sandbox_args(backend: str, docker: dict | None) -> list[str]:
     return [f"--amb-sandbox={backend}"]
 
 
-def pytest_terminal_summary(terminalreporter):
-    """One line per backend with the red team's counts (from the cases' `redteam` properties)."""
-    counts: dict[str, dict[str, int]] = {}
+def property_counts(terminalreporter, key: str) -> dict[str, Counter]:
+    """Per backend, the call reports carrying a `key` property ("<backend>:<kind>"), counted by
+    outcome (passed / failed) and by kind."""
+    counts: dict[str, Counter] = {}
     for outcome in ("passed", "failed"):
         for rep in terminalreporter.stats.get(outcome, []):
-            for key, value in getattr(rep, "user_properties", []):
-                if key == "redteam" and rep.when == "call":
+            for name, value in getattr(rep, "user_properties", []):
+                if name == key and rep.when == "call":
                     backend, kind = value.split(":")
-                    c = counts.setdefault(backend, {"passed": 0, "failed": 0, "blocked": 0, "contained": 0})
+                    c = counts.setdefault(backend, Counter())
                     c[outcome] += 1
                     c[kind] += 1
-    for backend, c in sorted(counts.items()):
+    return counts
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per backend with the red team's counts (from the cases' `redteam` properties)."""
+    for backend, c in sorted(property_counts(terminalreporter, "redteam").items()):
         terminalreporter.write_line(
             f"red team [{backend}]: {c['passed'] + c['failed']} cases, {c['passed']} passed, {c['failed']} failed; "
             f"{c['blocked']} blocked by the guard, {c['contained']} contained by the sandbox")
+    # the honest corpus (test_honest.py): ordinary scientific Python, zero violations expected
+    for backend, c in sorted(property_counts(terminalreporter, "honest").items()):
+        terminalreporter.write_line(
+            f"honest corpus [{backend}]: {c['passed'] + c['failed']} cases, {c['passed']} passed, {c['failed']} failed; "
+            f"{c['violation']} with a false violation, {c['clean']} clean")

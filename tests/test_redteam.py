@@ -11,26 +11,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import os
-import shutil
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-import yaml
-from filelock import FileLock
 
-from conftest import FIXTURES, sandbox_args
+from inner_session import HARNESS, case_facts, cells_of, run_session, session_facts, write_suite
 
 REDTEAM = Path(__file__).parent / "redteam"
 CASES = sorted(p.stem for p in REDTEAM.glob("*.yaml"))
 CONTROLS = ["train_allowed"]  # not hostile: training where the task allows it must not be flagged
 CANARY = "AMB-CANARY-7f3d9c"
-HARNESS = Path(__file__).resolve().parent.parent / "pytest_automedbench"
 ESCAPES = [Path("/etc/amb-escape"), Path("/usr/amb-escape")]
 DONE = "AMB-RT-DONE"
 ENDS_RUN = {"fill_disk", "fill_disk_files", "repeat_offender"}  # by design
@@ -71,36 +64,25 @@ def file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def task_yaml(task_id: str, steps: str, inference_only: bool = True, cell_timeout_s: float = 8) -> str:
-    spec = yaml.safe_load((FIXTURES / "tiny" / "tiny.task.yaml").read_text())
-    spec.update(id=task_id, reference_solution=steps, policy={
-        "time_limit_s": 120, "max_turns": 12, "cell_timeout_s": cell_timeout_s, "inference_only": inference_only})
-    return yaml.safe_dump(spec, sort_keys=False)
-
-
 def build_suite(root: Path, fill: dict[str, str]) -> dict[str, str]:
     """One task per hostile file (plus the controls) under root/suite; returns case -> task id."""
-    suite = root / "suite"
-    suite.mkdir()
-    shutil.copy(FIXTURES / "tiny" / "tiny_prep.py", suite)
-    tasks = {}
+    steps = {}
     for case in CASES + CONTROLS:
         source = "train_inference_only" if case == "train_allowed" else case
-        task_id = "rt-" + case.replace("_", "-").lower()
         text = (REDTEAM / f"{source}.yaml").read_text()
-        private = str(root / "data" / task_id / "1" / "private")
+        private = str(root / "data" / f"rt-{case.replace('_', '-').lower()}" / "1" / "private")
         split = "/".join(part[:1] + '""' + part[1:] if part else part for part in private.split("/")[:-1])
         words = dict(fill, PRIVATE=private, PRIVATE_PARENT_SPLIT=split,
                      PRIVATE_B64=base64.b64encode(private.encode()).decode(),
                      PRIVATE_HEX=private.encode().hex(), PRIVATE_CODES=str([ord(c) for c in private]))
         for key, value in words.items():
             text = text.replace(f"@{key}@", value)
-        (suite / f"{case}.steps.yaml").write_text(text)
-        (suite / f"{case}.task.yaml").write_text(task_yaml(  # importing torch may take a while
-            task_id, f"{case}.steps.yaml", inference_only=case != "train_allowed",
-            cell_timeout_s=60 if source.startswith("train") else 8))
-        tasks[case] = task_id
-    return tasks
+        steps[case] = text
+
+    def options(case: str) -> dict:  # importing torch may take a while
+        training = case.startswith("train")
+        return {"inference_only": case != "train_allowed", "cell_timeout_s": 60 if training else 8}
+    return write_suite(root, steps, options, prefix="rt-")
 
 
 def leaks(run_dir: Path) -> list[str]:
@@ -144,14 +126,9 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
             "HARNESS": str(HARNESS), "HOSTMARK": str(hostmark)}
     tasks = build_suite(root, fill)
     harness_before = file_hash(HARNESS / "plugin.py")  # the file tamper_harness attacks
-    env = dict(os.environ, AMB_RT_SECRET=CANARY, OPENAI_API_KEY=CANARY, ANTHROPIC_API_KEY=CANARY,
-               PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite")]))
-    env.pop("PYTEST_XDIST_WORKER", None)
-    cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
-           f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={runs}", f"--amb-report-dir={root / 'reports'}",
-           "--amb-disk-cap=64", "--amb-max-processes=128", *sandbox_args(backend, docker)]
     try:
-        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1500)
+        proc = run_session(root, backend, docker, ["--amb-disk-cap=64", "--amb-max-processes=128"],
+                           env={"AMB_RT_SECRET": CANARY, "OPENAI_API_KEY": CANARY, "ANTHROPIC_API_KEY": CANARY})
     finally:
         helper.kill()
         helper.wait()
@@ -164,40 +141,18 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
              "public_images": sorted(p.name for p in public.glob("*")) if public.is_dir() else [],
              "leftover_sleepers": leftover_processes(b"sleep\x00100000"), "cases": {}}
     for case, task_id in tasks.items():
-        run_dir = runs / f"{task_id}__lite__reference__r1"
-        result_file = run_dir / "result.json"
-        trace = [json.loads(line) for line in (run_dir / "trace.jsonl").read_text().splitlines()] \
-            if (run_dir / "trace.jsonl").exists() else []
-        facts["cases"][case] = {
-            "result": json.loads(result_file.read_text()) if result_file.exists() else None,
-            "trace": trace, "leaks": leaks(run_dir),
-        }
+        facts["cases"][case] = case_facts(runs, task_id)
+        facts["cases"][case]["leaks"] = leaks(Path(facts["cases"][case]["run_dir"]))
     return facts
 
 
 @pytest.fixture(scope="module", params=["local", "docker"])
 def redteam(request, tmp_path_factory):
-    backend = request.param
-    docker = request.getfixturevalue("docker_host") if backend == "docker" else None
-    if backend == "local" and not shutil.which("bwrap"):
-        pytest.skip("the local red team needs bubblewrap (apt-get install bubblewrap)")
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, shared by its xdist workers
-    facts_file = shared / f"redteam-{backend}.json"
-    with FileLock(str(facts_file) + ".lock"):
-        if not facts_file.exists():
-            root = shared / f"redteam-{backend}"
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir()
-            facts_file.write_text(json.dumps(run_redteam(backend, root, docker)))
-    facts = json.loads(facts_file.read_text())
-    facts["backend"] = backend
-    return facts
+    return session_facts("redteam", request, tmp_path_factory, run_redteam)
 
 
 def hostile_cells(case: dict) -> list[dict]:
-    return [e for e in case["trace"] if e["tool"] == "execute_code" and DONE not in (e["code"] or "")]
+    return [e for e in cells_of(case) if DONE not in (e["code"] or "")]
 
 
 def done_ran(case: dict) -> bool:

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import config, folders  # noqa: F401  (folders is a fixture)
 
 from conftest import read_results, sandbox_args
-from pytest_automedbench.sandbox import SandboxConfig, isolation_of
+from pytest_automedbench.sandbox import isolation_of
 from pytest_automedbench.sandbox.docker import DockerSandbox, reap_stale
 from pytest_automedbench.sandbox.gpus import parse_gpus, worker_gpus
 from pytest_automedbench.sandbox.guard import PolicyGuard, static_check
@@ -20,18 +21,22 @@ from pytest_automedbench.sandbox.local import LocalSandbox
 needs_bwrap = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
 
 
-@pytest.fixture
-def folders(tmp_path):
-    (tmp_path / "public").mkdir()
-    (tmp_path / "private").mkdir()
-    (tmp_path / "private" / "CANARY.txt").write_text("secret")
-    (tmp_path / "ws").mkdir()
-    return tmp_path
+def wait_for(condition, timeout: float = 60.0, every: float = 0.05) -> bool:
+    """Poll `condition` until it holds or `timeout` passes (generous: CI machines are loaded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every)
 
 
-def config(root: Path, **kw) -> SandboxConfig:
-    return SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", forbidden=[root / "private"],
-                         cell_timeout_s=30, **kw)
+def pids_group(sb: LocalSandbox) -> Path:
+    """The sandbox's pids cgroup (cgroup v1: a folder of the pids hierarchy)."""
+    return next(d for d in sb._cgroups.dirs if d.parent.name == "pids")
+
+
 
 
 @pytest.mark.parametrize("worker, workers, expected", [
@@ -80,7 +85,11 @@ def test_docker_container_gets_limits_and_gpu_requests(folders):
     ("import base64; p = base64.b64decode('L2V0Yw==')", True, "path_trick"),
     ("p = ''.join(chr(c) for c in [47, 101])", True, "path_trick"),
     ("open('/proc/1/root/etc/passwd')", True, "forbidden_path"),
-    ("import ctypes", True, "tampering"),
+    ("import ctypes\nlibc = ctypes.CDLL(None)", True, "tampering"),
+    ("from ctypes import CDLL\nCDLL('libc.so.6').syscall(39)", True, "tampering"),
+    ("import ctypes, ctypes.util\nctypes.CDLL(ctypes.util.find_library('c'))", True, "tampering"),
+    ("import ctypes\nlib = ctypes.CDLL('/tmp/build/libfast.so')\nlib.fast()", True, None),
+    ("import ctypes\nctypes.CDLL('libcudart.so.12')", True, None),
     ("loss.backward()\noptimizer.step()", True, "training"),
     ("loss.backward()\noptimizer.step()", False, None),
     ("import nibabel as nib, os\nx = nib.load(os.path.join(os.environ['AMB_PUBLIC_DIR'], 'a.nii.gz'))", True, None),
@@ -118,7 +127,7 @@ def test_unisolated_fallback_still_guards(folders, monkeypatch):
 def test_unisolated_fallback_is_announced(tiny_suite, pytester, monkeypatch):
     monkeypatch.setenv("AMB_NO_BWRAP", "1")
     r = pytester.runpytest("suite", "-p", "no:cacheprovider")
-    r.stdout.fnmatch_lines(["*sandbox=local (isolation: none)*", "*WARNING*WITHOUT isolation*"])
+    r.stdout.fnmatch_lines(["*sandbox=local (isolation: none, memory: *)*", "*WARNING*WITHOUT isolation*"])
     r.assert_outcomes(passed=1)
     assert read_results(pytester)["runs"][0]["provenance"]["isolation"] == "none"
 
@@ -138,11 +147,11 @@ for _ in range(80):
 print("made", made)
 """
     with LocalSandbox(config(folders, max_processes=40)) as sb:
-        r = sb.exec(code, timeout=20)
-        group = sb._cgroup
+        r = sb.exec(code, timeout=60)
+        groups = list(sb._cgroups.dirs)
     made = int(r.stdout.split()[1])
     assert made < 40 and not r.timed_out, r
-    assert group is None or not group.exists()
+    assert not any(g.exists() for g in groups)
 
 
 needs_pids_cgroup = pytest.mark.skipif(not Path("/sys/fs/cgroup/pids/cgroup.procs").exists() or
@@ -160,7 +169,7 @@ def test_cells_are_born_inside_the_cap_through_one_launcher(bwrap, folders, monk
     probe = ("import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')));"
              "print(os.getpid(), os.getppid(), os.getsid(0) == os.getpid())")
     with LocalSandbox(config(folders, max_processes=40)) as sb:
-        launcher, group = sb._launcher, sb._cgroup
+        launcher, group = sb._launcher, pids_group(sb)
         assert launcher is not None and str(launcher.pid) in (group / "cgroup.procs").read_text().split()
         r = sb.exec(probe)
         assert r.exit_code == 0, r.stderr
@@ -171,11 +180,9 @@ def test_cells_are_born_inside_the_cap_through_one_launcher(bwrap, folders, monk
             assert int(ppid) == launcher.pid and leader == "True"
         r = sb.exec("sleep 300 > /dev/null 2>&1 &\necho started", "bash")
         assert r.stdout.strip() == "started"
-        for _ in range(100):  # leftovers were SIGKILLed; they leave the cgroup once reaped
-            if (group / "cgroup.procs").read_text().split() == [str(launcher.pid)]:
-                break
-            time.sleep(0.02)
-        assert (group / "cgroup.procs").read_text().split() == [str(launcher.pid)]
+        # leftovers were SIGKILLed; they leave the cgroup once reaped
+        assert wait_for(lambda: (group / "cgroup.procs").read_text().split() == [str(launcher.pid)]), \
+            (group / "cgroup.procs").read_text()
         assert sb.exec("import time; time.sleep(30)", timeout=1).timed_out
         launcher.proc.kill()
         launcher.proc.wait()
@@ -195,7 +202,7 @@ d = Path(tempfile.mkdtemp())
 (d / "pub").mkdir(); (d / "ws").mkdir()
 sb = LocalSandbox(SandboxConfig(public_dir=d / "pub", workspace_dir=d / "ws", max_processes=20))
 sb.start()
-print(sb._cgroup, flush=True)
+print(next(d for d in sb._cgroups.dirs if d.parent.name == "pids"), flush=True)
 sb.exec("import time; time.sleep(300)", timeout=600)
 """
 
@@ -206,19 +213,16 @@ def test_cells_die_with_a_killed_harness():
     """SIGKILL the harness mid-cell: the launcher follows it and bubblewrap takes the cell down."""
     harness = subprocess.Popen([sys.executable, "-c", HARNESS], stdout=subprocess.PIPE, text=True)
     procs = Path(harness.stdout.readline().strip()) / "cgroup.procs"
-    for _ in range(100):  # the launcher, prlimit/bwrap and the cell's python
-        if len(procs.read_text().split()) >= 3:
-            break
-        time.sleep(0.05)
-    assert len(procs.read_text().split()) >= 3
-    harness.kill()
-    harness.wait()
-    for _ in range(100):
-        if not procs.read_text().split():
-            break
-        time.sleep(0.05)
-    assert procs.read_text().split() == []
-    procs.parent.rmdir()
+    try:  # the launcher, prlimit/bwrap and the cell's python
+        assert wait_for(lambda: len(procs.read_text().split()) >= 3, timeout=120), procs.read_text()
+    finally:
+        harness.kill()
+        harness.wait()
+    # (another sandbox starting on this machine may reap the dead harness's groups first)
+    assert wait_for(lambda: not procs.exists() or procs.read_text().split() == [], timeout=120), procs.read_text()
+    for group in (procs.parent, Path("/sys/fs/cgroup/memory") / procs.parent.name):
+        if group.exists():  # the harness died before removing it
+            group.rmdir()
 
 
 @pytest.mark.parametrize("backend", ["local", "docker"])
@@ -274,18 +278,7 @@ def test_cleanup_runs_on_ctrl_c(backend, folders, request):
         with pytest.raises(docker.errors.NotFound):
             docker.from_env().containers.get(container.id)
     else:
-        assert sb._cgroup is None and sb._tmp is None
-
-
-def test_gpu_share_reaches_the_cell(tiny_suite, pytester, monkeypatch):
-    """Worker gw1 of 2 with --amb-gpus=0,1,2,3 gets GPUs 1 and 3 (checked from inside a cell)."""
-    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
-    steps = tiny_suite / "gpus.yaml"
-    steps.write_text("- execute_code: {language: bash, code: 'echo gpus=$CUDA_VISIBLE_DEVICES'}\n")
-    pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-gpus=0,1,2,3", f"--amb-model=script:{steps}")
-    trace = next((pytester.path / "reports" / "runs").glob("*/trace.jsonl")).read_text()
-    assert "gpus=1,3" in trace
+        assert sb._cgroups.dirs == [] and sb._tmp is None
 
 
 @pytest.mark.parametrize("code", [
@@ -296,3 +289,34 @@ def test_gpu_share_reaches_the_cell(tiny_suite, pytester, monkeypatch):
 ])
 def test_static_check_leaves_careful_researchers_alone(code):
     assert static_check(code, True, ["/srv/runs", "/srv/data"]) is None
+
+
+@needs_bwrap
+def test_audit_hook_flags_libc_from_the_agents_code_only(folders, monkeypatch):
+    """CUDA libraries (libcudart, libcublas: "libc" is only their prefix) and libc loaded by library
+    code (a --target folder under /tmp here) are ordinary; the agent's own code reaching libc is not."""
+    target = folders / "target"
+    (target / "amb_libc_user").mkdir(parents=True)
+    (target / "amb_libc_user" / "__init__.py").write_text(
+        "import ctypes\n\ndef libc():\n    return ctypes.CDLL('libc.so.6')\n")
+    monkeypatch.setenv("PYTHONPATH", str(target))
+    with PolicyGuard(LocalSandbox(config(folders))) as sb:
+        cuda = sb.exec("import ctypes\nfor name in ('libcudart.so.12', 'libcublasLt.so.12'):\n    try:\n"
+                       "        ctypes.CDLL(name)\n    except OSError:\n        pass\nprint('ok')")
+        library = sb.exec("import amb_libc_user\nprint(amb_libc_user.libc() is not None)")
+        evasive = sb.exec("m = __import__('ct' + 'ypes')\nload = getattr(m, 'CD' + 'LL')\nload(None)\nprint('loaded')")
+    assert cuda.stdout.strip() == "ok" and not cuda.violations, cuda
+    assert library.stdout.strip() == "True" and not library.violations, library
+    assert evasive.violations and evasive.violations[0]["rule"] == "tampering", evasive
+    assert evasive.violations[0]["layer"] == "audit_hook" and "loaded" not in evasive.stdout
+
+
+def test_docker_cell_after_a_fork_bomb_starts_clean(folders, docker_host):
+    """The next cell starts (no exec failing on a still-full pids limit) and sees no leftover process."""
+    count = "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo processes=$n"
+    with DockerSandbox(config(folders, max_processes=64, extra={"docker_image": docker_host["image"]})) as sb:
+        for _ in range(2):
+            bomb = sb.exec(":(){ :|:& };:\nsleep 1\necho survived", "bash", timeout=60)
+            after = sb.exec(count, "bash")
+            assert "survived" in bomb.stdout or bomb.timed_out, bomb
+            assert after.exit_code == 0 and after.stdout.strip() == "processes=2", after  # init and this shell

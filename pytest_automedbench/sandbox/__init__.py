@@ -39,5 +39,21 @@ def isolation_of(name: str) -> str:
     return {"docker": "docker"}.get(name, "?")
 
 
+def memory_limit_mode_of(name: str, memory_mb: int | None, gpus: list[str]) -> str:
+    """How backend `name` would enforce `--amb-memory` on this machine (for the session header; each
+    sandbox says it again in `memory_limit_mode`, which result provenance records)."""
+    if not memory_mb:
+        return "none"
+    if name == "local":
+        from .cgroups import memory_cap_available
+
+        return memory_cap_available() or ("none" if gpus else "rlimit-as")
+    return {"docker": "cgroup-docker"}.get(name, "unknown")
+
+
+MEMORY_NOT_ENFORCED = ("--amb-memory is not enforced: no memory cgroup can be made here (needs root or a delegated "
+                       "cgroup) and an address-space limit would stop CUDA from starting")
+
+
 __all__ = ["AGENT_OUTPUTS", "AGENT_PUBLIC", "AGENT_WORKSPACE", "ExecResult", "Sandbox", "SandboxConfig",
-           "SandboxError", "backend_names", "isolation_of", "sandbox_class"]
+           "SandboxError", "backend_names", "isolation_of", "memory_limit_mode_of", "sandbox_class"]

@@ -45,7 +45,9 @@ class SandboxConfig:
     network: bool = False
     cell_timeout_s: float = 600.0
     output_cap_bytes: int = 1 << 20  # bytes of stdout/stderr kept per stream (the tail)
-    memory_mb: int | None = 8192  # address-space limit per cell process
+    # Resident memory cap of the sandbox (a memory cgroup); an address-space limit per cell process
+    # where no cgroup can be made and no GPU is used (see Sandbox.memory_limit_mode).
+    memory_mb: int | None = 8192
     max_processes: int | None = 256  # processes and threads at once
     max_file_mb: int | None = 2048  # largest file a cell may write
     cpu_seconds: int | None = None  # CPU time per cell (default: twice the cell timeout)
@@ -56,6 +58,8 @@ class SandboxConfig:
     env: dict[str, str] = field(default_factory=dict)  # extra variables for every cell
     # Host folders the agent may read at the same path (an external agent program's own folder).
     ro_binds: list[Path] = field(default_factory=list)
+    # The interpreter python cells run with (a file, a venv's folder or a command); None: the harness's.
+    python: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific settings
 
 
@@ -66,6 +70,10 @@ class Sandbox(abc.ABC):
     #: What isolates the cells, for the session header and result provenance
     #: ("bubblewrap", "docker", "none").
     isolation: str = "none"
+    #: How `memory_mb` is enforced, for the session header and result provenance: "cgroup-v1" /
+    #: "cgroup-v2" (resident memory of the sandbox), "cgroup-docker" (the container's), "rlimit-as"
+    #: (address space per process: CPU-only fallback), "none", or "unknown" (a backend that does not say).
+    memory_limit_mode: str = "unknown"
 
     def __init__(self, config: SandboxConfig):
         self.config = config

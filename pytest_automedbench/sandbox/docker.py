@@ -8,8 +8,15 @@ the workspace folder on the host after the container is gone.
 
 `--amb-docker-image` picks the image (it needs python3 and bash); DOCKER_HOST picks the engine
 (the data and runs folders must then be on the engine's machine, at the same paths).
-`--amb-docker-host-python` mounts the harness's own Python installation read-only and runs cells
-with it, for images without the scientific stack (the project's tests do this).
+`--amb-docker-host-python` mounts the agent's Python from the host read-only (the harness's own, or
+`--amb-python`'s, with every folder on its sys.path: see pythonenv.py) and runs cells with it, for
+images without the scientific stack (the project's tests do this); otherwise `--amb-python` names
+the interpreter inside the image (default `python3`).
+
+GPUs: a device request for exactly the worker's ids (the NVIDIA Container Toolkit must be the
+engine's runtime for it). Inside, the runtime shows only those GPUs, numbered from 0, so
+CUDA_VISIBLE_DEVICES is left unset (a host index there would name a GPU that is not there); a CPU
+run sets NVIDIA_VISIBLE_DEVICES=void so that images defaulting to "all" see no GPU.
 
 Every container carries the label `amb.sandbox` and its owner (`host:pid`); `start` removes
 containers whose owner process on this machine is gone (a worker that crashed).
@@ -20,16 +27,20 @@ import os
 import select
 import socket
 import struct
-import sys
 import time
 
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import TailBuffer, Watchdog, result_of
 from .guard import GUARD_INSIDE
-from .local import python_dirs
+from .local import PASSTHROUGH
+from .pythonenv import AgentPython, agent_python
 
 LABEL = "amb.sandbox"
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Kill every process but init, then wait until only init and this shell are left (bash builtins
+# count them: no fork needed while the pids limit may still be full).
+_KILL_AND_WAIT = ("kill -9 -1 2>/dev/null; i=0; while [ $i -lt 200 ]; do n=0; for p in /proc/[0-9]*; do n=$((n+1)); "
+                  "done; [ $n -le 2 ] && exit 0; i=$((i+1)); sleep 0.05 2>/dev/null; done; exit 1")
 
 
 def owner_tag() -> str:
@@ -85,8 +96,17 @@ class DockerSandbox(Sandbox):
         super().__init__(config)
         self.image = config.extra.get("docker_image") or "python:3.11-slim"
         self.host_python = bool(config.extra.get("docker_host_python"))
+        self.memory_limit_mode = "cgroup-docker" if config.memory_mb else "none"
         self.client = None
         self.container = None
+        self._python: AgentPython | None = None
+
+    @property
+    def python(self) -> AgentPython | None:
+        """The host Python mounted into the container (None: the image's own interpreter)."""
+        if self.host_python and self._python is None:
+            self._python = agent_python(self.config.python, self.config.forbidden)
+        return self._python
 
     # -- lifecycle -------------------------------------------------------------------------
     def container_kwargs(self) -> dict:
@@ -99,9 +119,12 @@ class DockerSandbox(Sandbox):
                    str(cfg.workspace_dir): {"bind": AGENT_WORKSPACE, "mode": "rw"}}
         if cfg.guard is not None:
             volumes[str(cfg.guard.host_dir)] = {"bind": GUARD_INSIDE, "mode": "ro"}
-        if self.host_python:
-            for d in python_dirs():
+        tmpfs = {"/tmp": "rw,exec,nosuid,size=1g"}
+        if self.python is not None:
+            for d in self.python.mounts:
                 volumes[d] = {"bind": d, "mode": "ro"}
+            for d in self.python.hidden:  # forbidden folders inside those: an empty tmpfs on top
+                tmpfs[d] = "ro,size=4k"
         for d in cfg.ro_binds:
             volumes[str(d)] = {"bind": str(d), "mode": "ro"}
         ulimits = [Ulimit(name="cpu", soft=cpu, hard=cpu), Ulimit(name="core", soft=0, hard=0)]
@@ -110,10 +133,10 @@ class DockerSandbox(Sandbox):
         kw = dict(
             image=self.image, command=["sleep", "infinity"], detach=True, working_dir=AGENT_WORKSPACE,
             labels={LABEL: "1", "amb.owner": owner_tag(), "amb.workspace": str(cfg.workspace_dir)},
-            read_only=True, tmpfs={"/tmp": "rw,exec,nosuid,size=1g"}, security_opt=["no-new-privileges"],
+            read_only=True, tmpfs=tmpfs, security_opt=["no-new-privileges"],
             cap_drop=["ALL"], pids_limit=cfg.max_processes or 256, ulimits=ulimits, volumes=volumes,
             network_mode="none" if not cfg.network else "bridge", hostname="amb-sandbox",
-            environment={"CUDA_VISIBLE_DEVICES": ",".join(cfg.gpus)} if cfg.gpus else {},
+            environment={} if cfg.gpus else {"NVIDIA_VISIBLE_DEVICES": "void"},
         )
         if cfg.memory_mb:
             kw.update(mem_limit=f"{cfg.memory_mb}m", memswap_limit=f"{cfg.memory_mb}m",
@@ -164,18 +187,25 @@ class DockerSandbox(Sandbox):
     # -- cells -----------------------------------------------------------------------------
     def _environment(self) -> dict[str, str]:
         cfg = self.config
-        base_path = (os.path.dirname(sys.executable) + ":" if self.host_python else "") + _BASE_PATH
-        env = {"PATH": base_path, "HOME": AGENT_WORKSPACE, "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1",
-               "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/mpl", "CUDA_VISIBLE_DEVICES": ",".join(cfg.gpus)}
+        python = self.python
+        base_path = (os.path.dirname(python.executable) + ":" if python else "") + _BASE_PATH
+        env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
+        env.update(PATH=base_path, HOME=AGENT_WORKSPACE, TMPDIR="/tmp", PYTHONUNBUFFERED="1",
+                   MPLBACKEND="Agg", MPLCONFIGDIR="/tmp/mpl")
+        if not cfg.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        extra_path = python.pythonpath if python else []
+        if extra_path:
+            env["PYTHONPATH"] = os.pathsep.join(extra_path)
         if cfg.guard is not None:
-            env.update(cfg.guard.env(GUARD_INSIDE, base_path))
+            env.update(cfg.guard.env(GUARD_INSIDE, base_path, extra_path))
         env.update(cfg.env)
         env.update(self.agent_env())
         return env
 
     def _interpreter(self, language: str) -> list[str]:
         if language == "python":
-            return [sys.executable if self.host_python else "python3", "-"]
+            return [self.python.executable if self.python else (self.config.python or "python3"), "-"]
         if language == "bash":
             return ["bash", "-s"]
         raise ValueError(f"unsupported language {language!r} (python or bash)")
@@ -210,13 +240,16 @@ class DockerSandbox(Sandbox):
     def _end_cell(self, force: bool) -> None:
         """Kill whatever the cell left running (each cell starts clean, as on the local backend).
 
-        `kill -9 -1` from inside ends every process but the container's init; where even that
-        cannot start (the pids limit is exhausted) or the cell was stopped, the container restarts.
+        `kill -9 -1` from inside ends every process but the container's init, and the same shell
+        waits (up to ~10 s) until the killed are gone: on a loaded machine a fork bomb's processes
+        can still fill the pids limit for a moment, and the next cell's exec would fail to start.
+        Where even that cannot start (the pids limit is exhausted), the processes do not go, or
+        the cell was stopped, the container restarts.
         """
         if not force:
             try:
-                self.container.exec_run(["bash", "-c", "kill -9 -1 2>/dev/null; true"], user="root")
-                return
+                if self.container.exec_run(["bash", "-c", _KILL_AND_WAIT], user="root").exit_code == 0:
+                    return
             except Exception:
                 pass
         try:

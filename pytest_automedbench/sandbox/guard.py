@@ -46,8 +46,13 @@ _PATH_RULES = [
      "builds a string from character codes"),
     ("path_trick", r"(?:\\x[0-9a-fA-F]{2}){3,}|(?:\\[0-7]{3}){3,}", "hides a string in escapes"),
     ("tampering", r"\bpytest_automedbench\b|\bsitecustomize\b|amb-guard|AMB-GUARD|\baddaudithook\b"
-                  r"|\bLD_PRELOAD\b|\bctypes\b|\bcffi\b|\bpython3?(?:\.\d+)?\s+(?:-\w*[SIE]\w*\b)",
+                  r"|\bLD_PRELOAD\b|\bpython3?(?:\.\d+)?\s+(?:-\w*[SIE]\w*\b)",
      "tampers with the harness or its guard"),
+    # ctypes/cffi as such are ordinary (torch, pynvml and many wheels load libraries with them); what
+    # tampers is reaching libc or the interpreter itself: raw syscalls, prctl, memory pokes.
+    ("tampering", r"\b(?:CDLL|PyDLL|LoadLibrary|dlopen)\s*\(\s*(?:None\b|[\"'](?:[^\"']*/)?libc(?:\.so[\d.]*|-[\d.]+\.so)?[\"']"
+                  r"|(?:\w+\.)*find_library\(\s*[\"']c[\"'])|\bcdll\.libc\b|\bpythonapi\b",
+     "loads libc or the interpreter through ctypes/cffi"),
 ]
 _TRAINING_RULES = [
     ("training", r"\.backward\s*\(|\boptimizer\.step\s*\(|\btorch\.optim\b|\bfrom\s+torch\s+import\s+optim\b"
@@ -137,17 +142,20 @@ class GuardFiles:
     host_dir: Path
     forbidden_inside: list[str] = field(default_factory=list)
 
-    def env(self, inside: str, base_path: str) -> dict[str, str]:
-        """Variables that switch layers 2 and 3 on, for a guard folder mounted at `inside`."""
-        return {"PYTHONPATH": inside, "PATH": f"{inside}/bin:{base_path}", "AMB_GUARD_DIR": inside}
+    def env(self, inside: str, base_path: str, pythonpath: list[str] = ()) -> dict[str, str]:
+        """Variables that switch layers 2 and 3 on, for a guard folder mounted at `inside` (its
+        sitecustomize first on PYTHONPATH, before the agent's own `pythonpath` folders)."""
+        return {"PYTHONPATH": os.pathsep.join([inside, *pythonpath]), "PATH": f"{inside}/bin:{base_path}",
+                "AMB_GUARD_DIR": inside}
 
 
 def write_guard_files(forbidden: list[str], writable: list[str], allowed: list[str],
-                      inference_only: bool) -> GuardFiles:
-    """Write the in-sandbox layers into a fresh folder (removed by `PolicyGuard.cleanup`)."""
+                      inference_only: bool, libraries: list[str] = ()) -> GuardFiles:
+    """Write the in-sandbox layers into a fresh folder (removed by `PolicyGuard.cleanup`).
+    `libraries`: the agent's Python's read-only folders (code there is never the agent's own)."""
     root = Path(tempfile.mkdtemp(prefix="amb-guard-"))
     (root / "policy.json").write_text(json.dumps({"forbidden": forbidden, "writable": writable, "allowed": allowed,
-                                                  "inference_only": inference_only}))
+                                                  "libraries": list(libraries), "inference_only": inference_only}))
     (root / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     bin_dir = root / "bin"
     bin_dir.mkdir()
@@ -168,6 +176,16 @@ def _sh_glob(path: str) -> str:
     return re.sub(r"([*?\[\]|()\s;&<>$`\"'\\])", r"\\\1", path)
 
 
+def _library_folders(cfg) -> list[str]:
+    """The folders the agent's Python is mounted from (a venv under /tmp is library code, not the agent's)."""
+    from .pythonenv import agent_python
+
+    try:
+        return agent_python(cfg.python, cfg.forbidden).mounts
+    except Exception:  # an interpreter that cannot start fails the sandbox's start, with its reason
+        return []
+
+
 class PolicyGuard(Sandbox):
     """Wraps any backend: checks each cell, reads the in-sandbox layers' reports, counts violations."""
 
@@ -183,9 +201,14 @@ class PolicyGuard(Sandbox):
         # The user's own agent program folders (command:) are shown read-only and may be named.
         self.allowed = [str(cfg.workspace_dir), str(cfg.public_dir)] + [str(d) for d in cfg.ro_binds]
         writable = [AGENT_WORKSPACE, "/tmp", "/dev", str(cfg.workspace_dir), tempfile.gettempdir()]
-        self.files = write_guard_files(inside_forbidden, writable, self.allowed, inference_only)
+        self.files = write_guard_files(inside_forbidden, writable, self.allowed, inference_only,
+                                       _library_folders(cfg))
         cfg.guard = self.files
         self.cells = 0
+
+    @property
+    def memory_limit_mode(self) -> str:  # known once the inner sandbox has started
+        return getattr(self.inner, "memory_limit_mode", "unknown")
 
     def start(self) -> None:
         self.inner.start()
@@ -268,9 +291,12 @@ def _install():
     forbidden = tuple(p.rstrip("/") for p in policy["forbidden"])
     writable = tuple(p.rstrip("/") for p in policy["writable"]) + (here,)
     allowed = tuple(p.rstrip("/") for p in policy["allowed"])
+    libraries = tuple(p.rstrip("/") for p in policy.get("libraries", ()))
     proc_re = _re.compile(r"^/proc/[^/]+/(root|cwd|environ|mem)(/|$)")
     write_flags = _os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_APPEND | _os.O_TRUNC
     normpath, realpath, write = _os.path.normpath, _os.path.realpath, _os.write
+    bytecode_re = _re.compile(r"/__pycache__/[^/]+\.pyc(\.\d+)?$")
+    libc_re = _re.compile(r"^libc(\.so[\d.]*|-[\d.]+\.so)?$")
     busy = [False]
 
     def under(path, roots):
@@ -295,6 +321,19 @@ def _install():
             return real
         return None
 
+    def from_agent_code():
+        """Whether the Python code behind this event is the agent's (a cell, or a file it wrote),
+        not a library's: the first frame outside the ctypes package decides."""
+        frame = _sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if "/ctypes/" not in name:
+                if name.startswith("<"):
+                    return not name.startswith("<frozen")
+                return under(name, writable) and not under(name, libraries)
+            frame = frame.f_back
+        return True
+
     def refuse(rule, evidence):
         write(2, ("AMB-GUARD rule=%s evidence=%s\n" % (rule, evidence)).encode(errors="replace"))
         raise PermissionError("blocked by the benchmark policy (%s): %s" % (rule, evidence))
@@ -313,6 +352,10 @@ def _install():
                 if (flags & write_flags or any(c in mode for c in "wax+")) and not isinstance(args[0], int):
                     target = normpath(_os.path.join(_os.getcwd(), _os.fsdecode(args[0])))
                     if not under(target, writable):
+                        if bytecode_re.search(target):
+                            # the interpreter caching bytecode in the installation: its own business,
+                            # refused quietly (importlib then carries on without the cache)
+                            raise PermissionError("bytecode is not cached outside the workspace")
                         refuse("write_outside_workspace", "open " + target)
             elif event in ("os.listdir", "os.scandir", "os.chdir", "os.symlink", "os.link", "os.rename",
                            "shutil.copyfile", "shutil.copytree", "os.remove", "os.rmdir", "os.chmod"):
@@ -326,8 +369,9 @@ def _install():
                 if "pytest_automedbench" in text or any(f in text for f in forbidden) \
                         or _re.search(r"/proc/[^/\s]+/(root|cwd|environ)|(^|[\s/'\"])private([/\s'\"]|$)", text):
                     refuse("forbidden_path", event + " " + text[:200])
-            elif event == "ctypes.dlopen" and args and args[0] and "libc" in str(args[0]):
-                refuse("tampering", "ctypes loads libc")
+            elif event == "ctypes.dlopen" and args and (args[0] is None or libc_re.match(
+                    _os.path.basename(_os.fsdecode(args[0])))) and from_agent_code():
+                refuse("tampering", "ctypes loads %s from the agent's code" % (args[0] or "the process itself"))
         finally:
             busy[0] = False
 

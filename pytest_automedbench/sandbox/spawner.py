@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 _MAX_MESSAGE = 1 << 20
 
@@ -75,16 +76,17 @@ class LaunchedCell:
 
 
 class Launcher:
-    """The harness's end: starts the launcher, moves it into `cgroup`, spawns cells through it."""
+    """The harness's end: starts the launcher, moves it into the sandbox's cgroups (`join(pid)`),
+    spawns cells through it."""
 
-    def __init__(self, cgroup: Path, env: dict[str, str]):
+    def __init__(self, join: Callable[[int], None], env: dict[str, str]):
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self.proc = subprocess.Popen([sys.executable, "-I", "-S", __file__, str(theirs.fileno()), str(os.getpid())],
                                          pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, start_new_session=True)
         try:
-            (cgroup / "cgroup.procs").write_text(str(self.proc.pid))  # the one migration
+            join(self.proc.pid)  # the one migration
         except OSError:
             self.close()
             raise

@@ -1,0 +1,92 @@
+"""One inner pytest session that runs many step files, each as the reference solution of its own copy
+of the tiny task (the red team and the honest corpus), once per backend and test session even under
+pytest-xdist; the cases then check the facts it left (results, traces)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+from filelock import FileLock
+
+from conftest import FIXTURES, sandbox_args
+
+HARNESS = Path(__file__).resolve().parent.parent / "pytest_automedbench"
+
+
+def task_yaml(task_id: str, steps: str, inference_only: bool = True, cell_timeout_s: float = 8,
+              time_limit_s: float = 120, max_turns: int = 12) -> str:
+    spec = yaml.safe_load((FIXTURES / "tiny" / "tiny.task.yaml").read_text())
+    spec.update(id=task_id, reference_solution=steps, policy={
+        "time_limit_s": time_limit_s, "max_turns": max_turns, "cell_timeout_s": cell_timeout_s,
+        "inference_only": inference_only})
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
+def write_suite(root: Path, steps: dict[str, str], task_options: Callable[[str], dict], prefix: str) -> dict[str, str]:
+    """One task per case under root/suite (its step file's text in `steps`); returns case -> task id."""
+    suite = root / "suite"
+    suite.mkdir()
+    shutil.copy(FIXTURES / "tiny" / "tiny_prep.py", suite)
+    tasks = {}
+    for case, text in steps.items():
+        task_id = prefix + case.replace("_", "-").lower()
+        (suite / f"{case}.steps.yaml").write_text(text)
+        (suite / f"{case}.task.yaml").write_text(task_yaml(task_id, f"{case}.steps.yaml", **task_options(case)))
+        tasks[case] = task_id
+    return tasks
+
+
+def run_session(root: Path, backend: str, docker: dict | None, args: list[str] = (), env: dict | None = None,
+                pythonpath: list[str] = (), timeout: float = 1500) -> subprocess.CompletedProcess:
+    """`pytest suite --amb-model=reference` in `root` on `backend` (the harness's checkout and the
+    suite on PYTHONPATH, plus `pythonpath`)."""
+    full_env = dict(os.environ, **(env or {}),
+                    PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite"), *pythonpath]))
+    for key in [k for k, v in full_env.items() if v is None] + ["PYTEST_XDIST_WORKER"]:
+        full_env.pop(key, None)
+    cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
+           f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={root / 'runs'}",
+           f"--amb-report-dir={root / 'reports'}", *args, *sandbox_args(backend, docker)]
+    return subprocess.run(cmd, cwd=root, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def case_facts(runs: Path, task_id: str) -> dict:
+    """A case's result.json and trace (None / [] where the run left none)."""
+    run_dir = runs / f"{task_id}__lite__reference__r1"
+    result_file, trace_file = run_dir / "result.json", run_dir / "trace.jsonl"
+    return {"result": json.loads(result_file.read_text()) if result_file.exists() else None,
+            "trace": [json.loads(line) for line in trace_file.read_text().splitlines()] if trace_file.exists() else [],
+            "run_dir": str(run_dir)}
+
+
+def session_facts(name: str, request, tmp_path_factory, run: Callable[[str, Path, dict | None], dict]) -> dict:
+    """`run(backend, root, docker)`'s facts for the backend `request.param`, computed once per test
+    session (shared by its xdist workers through a file under the session's temporary folder)."""
+    backend = request.param
+    if backend == "local" and not shutil.which("bwrap"):
+        pytest.skip(f"the local {name} session needs bubblewrap (apt-get install bubblewrap)")
+    docker = request.getfixturevalue("docker_host") if backend == "docker" else None
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, shared by its xdist workers
+    facts_file = shared / f"{name}-{backend}.json"
+    with FileLock(str(facts_file) + ".lock"):
+        if not facts_file.exists():
+            root = shared / f"{name}-{backend}"
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            facts_file.write_text(json.dumps(run(backend, root, docker)))
+    facts = json.loads(facts_file.read_text())
+    facts["backend"] = backend
+    return facts
+
+
+def cells_of(case: dict) -> list[dict]:
+    return [e for e in case["trace"] if e["tool"] == "execute_code"]
