@@ -97,7 +97,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     outputs = workspace / "outputs"
     outputs.mkdir(parents=True, exist_ok=True)
     track = metric_module(spec.track, spec.metric.module, metric_hook).evaluate(spec, outputs, data.private, data.public)
-    verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge)
+    verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge, data.public)
     bands, relative = scoring.medal_bands(spec.track, spec.medals)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,

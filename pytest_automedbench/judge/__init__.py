@@ -4,7 +4,9 @@
     heuristic.py              the default judge: offline, deterministic, evidence per item
     llm.py                    --amb-judge=claude|openai:<id>: the same rubric decided by a model
     stages.py                 labels every tool call S1..S5
-    patterns.py               what the heuristic judge, stage labels and error detectors look for
+    code.py, vocabulary.py    a cell read as code (ast, shell words): what it ran, never what it says
+    evidence.py               the run's cells with their code facts, cases covered, pilot and full run
+    patterns.py               what the judges look for in text (the plan, error output)
 """
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ HEURISTIC = "heuristic"
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
-              llm_judge=None) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
+              llm_judge=None, public: Path | None = None) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
     """S1-S3 verdicts and the `judge` block of result.json (kind, model, tokens, cost, cache)."""
     if llm_judge is None:
-        return judge(record, workspace, tier, n_cases), {"kind": HEURISTIC}
-    return llm_judge.judge(record, workspace, track, tier, n_cases)
+        return judge(record, workspace, tier, n_cases, public), {"kind": HEURISTIC}
+    return llm_judge.judge(record, workspace, track, tier, n_cases, public)
 
 
 _JUDGES: dict[tuple[str, str], Any] = {}

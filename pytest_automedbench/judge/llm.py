@@ -178,8 +178,8 @@ class LLMJudge:
         return rubric_text, body
 
     def judge(self, record: RunRecord, workspace: Path, track: str, tier: str,
-              n_cases: int) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
-        fallback = heuristic.judge(record, workspace, tier, n_cases)  # also labels the stages
+              n_cases: int, public: Path | None = None) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
+        fallback = heuristic.judge(record, workspace, tier, n_cases, public)  # also labels the stages
         rubric_text, body = self.prompt(record, workspace, track, tier, n_cases)
         key = hashlib.sha256(json.dumps([rubric_text, body, self.agent.model_id or self.agent.name]).encode()).hexdigest()
         info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
