@@ -132,6 +132,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
     config.stash[SETTINGS_KEY] = settings_from(config)
     _check_model_price(config.stash[SETTINGS_KEY])
+    from .judge import check_judge  # judge's: an LLM judge without a key or endpoint is a usage error now
+
+    check_judge(config.stash[SETTINGS_KEY].extra.get("judge"))
     config.pluginmanager.import_plugin("pytest_automedbench.testing.fixtures")  # the mock_llm fixture
     config.stash[SEEN_IDS_KEY] = {}
     config.stash[SPEC_ERRORS_KEY] = set()

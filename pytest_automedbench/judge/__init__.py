@@ -20,10 +20,26 @@ HEURISTIC = "heuristic"
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
               llm_judge=None, public: Path | None = None) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
-    """S1-S3 verdicts and the `judge` block of result.json (kind, model, tokens, cost, cache)."""
-    if llm_judge is None:
-        return judge(record, workspace, tier, n_cases, public), {"kind": HEURISTIC}
-    return llm_judge.judge(record, workspace, track, tier, n_cases, public)
+    """S1-S3 verdicts and the `judge` block of result.json (kind, model, tokens, cost, cache).
+
+    Never raises: a judge that fails falls back to the heuristic verdict (`judge.fallback`), and a
+    heuristic that fails scores S1-S3 0 with `judge.error`; the run's files are written either way.
+    """
+    if llm_judge is not None:
+        try:
+            return llm_judge.judge(record, workspace, track, tier, n_cases, public)
+        except Exception as e:  # LLMJudge catches its model's faults itself; this is anything else
+            fallback = f"the judge failed: {type(e).__name__}: {e}"[:400]
+            info = {"kind": "llm", "model": getattr(getattr(llm_judge, "agent", None), "model_id", None),
+                    "fallback": fallback, "note": "heuristic verdict used"}
+    else:
+        info = {"kind": HEURISTIC}
+    try:
+        return judge(record, workspace, tier, n_cases, public), info
+    except Exception as e:  # a bug here must not lose a finished run
+        empty = {s: StageVerdict(0.0, {"_judge": {"met": False, "evidence": "the judge failed"}})
+                 for s in ("S1", "S2", "S3")}
+        return empty, {**info, "error": f"{type(e).__name__}: {e}"[:400]}
 
 
 _JUDGES: dict[tuple[str, str], Any] = {}
@@ -41,4 +57,18 @@ def judge_for(spec: str | None, cache_dir: Path, cost_fn=None):
     return _JUDGES[key]
 
 
-__all__ = ["HEURISTIC", "StageVerdict", "judge", "judge_for", "judge_run"]
+def check_judge(spec: str | None) -> None:
+    """Stop the session before any agent runs when `--amb-judge=spec` cannot work: an unknown backend,
+    no API key, an endpoint that is not a URL (a pytest usage error naming the option)."""
+    if not spec or spec == HEURISTIC:
+        return
+    import pytest
+
+    from .llm import judge_problem
+
+    problem = judge_problem(spec)
+    if problem:
+        raise pytest.UsageError(f"--amb-judge={spec}: {problem}")
+
+
+__all__ = ["HEURISTIC", "StageVerdict", "check_judge", "judge", "judge_for", "judge_run"]

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..agents.loop import RunRecord
 from . import patterns as P
 from .evidence import Cell, find_file, first, full_run, need, read_run, third_party
@@ -57,6 +55,7 @@ def png_is_diagram(path: Path) -> tuple[bool, str]:
     """A pipeline diagram is a real picture: big enough, several colours, and drawn, not noise or blank:
     most neighbouring pixels alike (shapes on a background) with something drawn on the background."""
     try:
+        import numpy as np
         from PIL import Image
 
         with Image.open(path) as im:

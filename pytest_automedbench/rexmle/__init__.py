@@ -93,7 +93,10 @@ def result_section(task, track, outputs: Path, data, record) -> dict[str, Any] |
     section["n_humans"] = board.n_humans
     from .capabilities import heuristic_report
 
-    section["capabilities"] = heuristic_report(record.conversation)
+    try:
+        section["capabilities"] = heuristic_report(record.conversation)
+    except Exception as e:  # the capability judge never costs a run its result
+        section["capabilities"] = {"judge": "heuristic", "error": f"{type(e).__name__}: {e}"[:300]}
     if record.disqualified or not record.submitted or track.n_valid == 0:
         section["failed"] = True  # counts 0 in the benchmark rank
         section["failed_reason"] = ("disqualified" if record.disqualified else "no submission" if not record.submitted
