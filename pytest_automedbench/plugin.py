@@ -57,7 +57,7 @@ def pytest_configure(config):
     _check_model_price(config.stash[SETTINGS_KEY])
     from .judge import check_judge  # judge's: an LLM judge without a key or endpoint is a usage error now
 
-    check_judge(config.stash[SETTINGS_KEY].extra.get("judge"))
+    check_judge(config.stash[SETTINGS_KEY].judge)
     config.pluginmanager.import_plugin("pytest_automedbench.testing.fixtures")  # the mock_llm fixture
     config.stash[SEEN_IDS_KEY] = {}
     config.stash[SPEC_ERRORS_KEY] = set()
