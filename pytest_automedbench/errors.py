@@ -43,7 +43,7 @@ CODES: dict[str, ErrorCode] = {c.code: c for c in [
     ErrorCode("FMT-CASE", "format", "submitted cases in a broken format (unreadable, wrong dtype or type)"),
     ErrorCode("VER-UNCHECKED", "verification", "outputs were written but never checked"),
     ErrorCode("VER-UNNOTICED", "verification", "wrong shape, value range or NaN in outputs went unnoticed"),
-    ErrorCode("VER-NO-PILOT", "verification", "the full run started without any validation (S3 = 0)"),
+    ErrorCode("VER-NO-PILOT", "verification", "the full run started without any validation before it"),
     ErrorCode("SUB-NEVER", "submission", "submit_results was never called"),
     ErrorCode("SUB-MISSING", "submission", "cases missing from the submission"),
     ErrorCode("SUB-PATHS", "submission", "outputs written to wrong paths or names"),
@@ -206,9 +206,12 @@ def verification(f: RunFacts) -> list[Fired]:
     bad = f.track.errors_of(CaseKind.VALUES)
     if bad:
         fired.append(_fire("VER-UNNOTICED", "; ".join(str(e) for e in bad[:3])))
+    # Validation is what happened before the full run: checks in or after it do not count here.
     full = full_run(cells, f.track.n_cases)
-    if full is not None and f.stages is not None and f.stages.get("S3", 0.0) == 0.0:
-        fired.append(_fire("VER-NO-PILOT", f"full run in cell {full.index} with S3 = 0"))
+    if full is not None and not any(c.index < full.index and (_checks(c) or (c.facts.methods_one and c.shown))
+                                    for c in cells):
+        fired.append(_fire("VER-NO-PILOT", f"full run in cell {full.index} with no pilot or check of a result "
+                                           "before it"))
     return fired
 
 

@@ -97,6 +97,9 @@ def sandbox_args(backend: str, docker: dict | None) -> list[str]:
 
 def pytest_terminal_summary(terminalreporter):
     """One line per backend with the red team's counts (from the cases' `redteam` properties)."""
+    from gaming.table import gaming_table  # the gaming suite's table (tests/gaming/table.py)
+
+    gaming_table(terminalreporter)
     counts: dict[str, dict[str, int]] = {}
     for outcome in ("passed", "failed"):
         for rep in terminalreporter.stats.get(outcome, []):

@@ -54,9 +54,28 @@ def test_code_that_never_runs_proves_nothing():
 
 
 def test_shell_words_not_shell_comments():
-    f = facts("# pip install torch\necho 'python -c \"import torch\"'\npip install nibabel && python --version\n"
+    f = facts("set -e\n# pip install torch\necho 'python -c \"import torch\"'\n"
+              "pip install nibabel && python --version\n"
               "python -c 'import numpy; print(numpy.__version__)'\nls $AMB_OUTPUT_DIR | wc -l", "bash")
-    assert f.installs == [3] and 3 in f.env_checks and "numpy" in f.imports and f.shape_checks == [5]
+    assert f.installs == [4] and 4 in f.env_checks and f.imports == {"numpy"} and f.shape_checks == [6]
+
+
+def test_shell_commands_whose_failure_would_not_show_are_no_evidence():
+    """A bash cell's exit status is its last command's: without set -e, `python x.py; echo done` exits 0."""
+    masked = facts("python -c 'import torch; torch.load(\"w.pt\")'\nnvidia-smi || true\necho done", "bash")
+    assert not masked.weights and not masked.env_checks and not masked.imports
+    last = facts("echo start\npython -c 'import torch; net = torch.load(\"w.pt\")'", "bash")
+    assert last.weights == [(2, ["w.pt"])]
+    early_exit = facts("set -e\nexit 0\npip install torch", "bash")
+    assert not early_exit.installs
+    assert not facts("import sys, torch\nsys.exit(0)\nnet = torch.load('w.pt')").weights
+
+
+def test_an_unchecked_subprocess_proves_nothing():
+    scripts = {"run.py": "import torch\nnet = torch.load('m.pt')\n"}
+    assert not facts("import subprocess, sys\nsubprocess.run([sys.executable, 'run.py'])", scripts=scripts).weights
+    checked = "import subprocess, sys\nr = subprocess.run([sys.executable, 'run.py'])\nassert r.returncode == 0"
+    assert facts(checked, scripts=scripts).weights
     heredoc = facts("python - <<'EOF'\nimport torch\nnet = torch.load('m.pt')\nprint(net)\nEOF\n", "bash")
     assert heredoc.weights and heredoc.weights[0][1] == ["m.pt"]
 
@@ -137,3 +156,19 @@ def test_single_file_pilot_by_cases_covered(tmp_path):
     rec, ws = single_file_run(tmp_path / "b", [("open('plan.md', 'w').write(PLAN)", 0, ""),
                                                (pilot, 1, "{'q0': 'yes'} True"), (check, 1, "1 ['yes']")])
     assert judge(rec, ws, "lite", N_CASES)["S3"].score == 0.5
+
+
+def test_compatibility_is_what_is_shown_of_the_input():
+    built = facts(READ + "img = nib.load(os.path.join(d, cases[0]))\n"
+                         "out = nib.Nifti1Image(np.zeros(img.shape, np.uint8), img.affine)\nprint('saved')")
+    assert built.input_props == {}
+    shown = facts(READ + "img = nib.load(os.path.join(d, cases[0]))\nentry = {'shape': img.shape, "
+                         "'zooms': img.header.get_zooms()}\nprint(entry)\nassert img.get_data_dtype() == np.int16")
+    assert set(shown.input_props) == {"shape", "spacing", "dtype"}
+
+
+def test_a_script_written_and_run_in_the_same_cell():
+    f = facts("import subprocess, sys\nfrom pathlib import Path\n"
+              "Path('p.py').write_text('import torch\\nnet = torch.load(\"m.pt\")\\n')\n"
+              "subprocess.run([sys.executable, 'p.py'], check=True)")
+    assert f.weights == [(4, ["m.pt"])]

@@ -26,6 +26,7 @@ from . import vocabulary as V
 
 IN, OUTP, OUT, RES, MODEL, ONE, LIST, OPTIM, HANDLE = (
     "in", "outpath", "out", "result", "model", "one", "list", "optim", "handle")
+PROP = "prop:"  # + a compatibility property of the input (shape, spacing, ...) the value carries
 DATA = frozenset({IN, OUT, RES})
 LOOKED_AT = frozenset({OUT, RES})  # what a check must look at to be validation
 
@@ -152,6 +153,7 @@ class _Python:
         self.active: set[str] = set()
         self.returns: list[set[str]] = []
         self.quiet = 0
+        self.checks_returncode = False
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError):
@@ -160,6 +162,9 @@ class _Python:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs.setdefault(node.name, node)
+        self.checks_returncode = any(
+            isinstance(n, (ast.Assert, ast.If)) and any(isinstance(a, ast.Attribute) and a.attr == "returncode"
+                                                        for a in ast.walk(n.test)) for n in ast.walk(tree))
         try:
             self.block(tree.body)
         except RecursionError:  # absurdly nested code: what was read so far stands
@@ -174,6 +179,14 @@ class _Python:
     def block(self, stmts: Iterable[ast.stmt]) -> None:
         for s in stmts:
             self.stmt(s)
+            if self.exits(s):  # sys.exit(0) first and "exit 0" is no evidence of what follows
+                break
+
+    def exits(self, s: ast.stmt) -> bool:
+        if isinstance(s, ast.Raise):
+            return True
+        return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+            self.dotted(s.value.func) in ("sys.exit", "exit", "quit", "os._exit", "os.abort")
 
     def stmt(self, s: ast.stmt) -> None:  # noqa: C901 (one branch per statement kind)
         if isinstance(s, (ast.Import, ast.ImportFrom)):
@@ -185,9 +198,14 @@ class _Python:
             if any(b.endswith("Module") or V.MODEL_MODULES.match(b) for b in bases):
                 self.model_classes.add(s.name)
         elif isinstance(s, ast.Assign):
-            t = self.expr(s.value)
-            for target in s.targets:
-                self.bind(target, t, s.value)
+            pairs = self.unpacked(s.targets, s.value)
+            if pairs:  # a, b = x, y: each name takes its own value
+                for target, value in pairs:
+                    self.bind(target, self.expr(value), value)
+            else:
+                t = self.expr(s.value)
+                for target in s.targets:
+                    self.bind(target, t, s.value)
         elif isinstance(s, (ast.AnnAssign, ast.AugAssign)) and s.value is not None:
             t = self.expr(s.value) | (self.expr(s.target) if isinstance(s, ast.AugAssign) else set())
             self.bind(s.target, t, s.value)
@@ -205,8 +223,10 @@ class _Python:
             constant = _falsy(s.test)
             if constant is None:
                 t = self.expr(s.test, check=True)
-                if t & LOOKED_AT and any(isinstance(x, ast.Raise) for x in ast.walk(s)):
-                    self.note("inspected", s.lineno)
+                if any(isinstance(x, ast.Raise) for x in ast.walk(s)):
+                    if t & LOOKED_AT:
+                        self.note("inspected", s.lineno)
+                    self.shown(t, s.lineno)
             if constant is not True:
                 self.block(s.body)
             if constant is not False:
@@ -229,8 +249,10 @@ class _Python:
         elif isinstance(s, ast.Assert):
             if not self.quiet:
                 self.facts.asserts += 1
-            if self.expr(s.test, check=True) & LOOKED_AT:
+            t = self.expr(s.test, check=True)
+            if t & LOOKED_AT:
                 self.note("inspected", s.lineno)
+            self.shown(t, s.lineno)
         elif isinstance(s, ast.Return):
             if s.value is not None and self.returns:
                 self.returns[-1] |= self.expr(s.value)
@@ -242,6 +264,14 @@ class _Python:
                     self.expr(child)
                 elif isinstance(child, ast.stmt):
                     self.stmt(child)
+
+    @staticmethod
+    def unpacked(targets: list[ast.expr], value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+        seq = (ast.Tuple, ast.List)
+        if len(targets) == 1 and isinstance(targets[0], seq) and isinstance(value, seq) \
+                and len(targets[0].elts) == len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
+            return list(zip(targets[0].elts, value.elts))
+        return []
 
     def imports(self, s: ast.Import | ast.ImportFrom) -> None:
         for a in s.names:
@@ -267,6 +297,12 @@ class _Python:
                 self.bind(elt, tags, value)
         elif isinstance(target, ast.Starred):
             self.bind(target.value, tags, value)
+
+    def shown(self, tags: set[str], line: int) -> None:
+        """Properties of the input printed or checked: what a compatibility check shows."""
+        for t in tags:
+            if t.startswith(PROP) and not self.quiet:
+                self.facts.input_props.setdefault(t[len(PROP):], line)
 
     def loop(self, target: ast.AST) -> None:
         if not self.quiet:
@@ -295,8 +331,8 @@ class _Python:
             return self.call(node, check)
         if isinstance(node, ast.Attribute):
             t = self.expr(node.value, check)
-            if node.attr in V.COMPAT_PROPS and IN in t and not t & LOOKED_AT and not self.quiet:
-                self.facts.input_props.setdefault(V.COMPAT_PROPS[node.attr], node.lineno)
+            if node.attr in V.COMPAT_PROPS and IN in t and not t & LOOKED_AT:
+                t = t | {PROP + V.COMPAT_PROPS[node.attr]}  # a property of the input: counts once shown
             if check and node.attr in V.SHAPE_ATTRS and t & LOOKED_AT:
                 self.note("shape_checks", node.lineno)
             return t - {ONE} if node.attr in V.SHAPE_ATTRS else t
@@ -318,6 +354,8 @@ class _Python:
                 self.note("shape_checks" if shape else "range_checks", node.lineno)
             elif not check and t & DATA and isinstance(node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE)):
                 self.note("methods", node.lineno)  # a threshold applied to data is a method
+                if ONE in t:
+                    self.note("methods_one", node.lineno)
                 return t | {RES}
             return t
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
@@ -331,8 +369,8 @@ class _Python:
             return self.expr(node.elt, check)
         if isinstance(node, ast.Lambda):
             return self.expr(node.body, check)
-        if isinstance(node, ast.IfExp):
-            return self.expr(node.test, True) | self.expr(node.body, check) | self.expr(node.orelse, check)
+        if isinstance(node, ast.IfExp):  # a value chosen by a test on data ("yes" if x.mean() > t) is a decision
+            return self.expr(node.test, check) | self.expr(node.body, check) | self.expr(node.orelse, check)
         if isinstance(node, ast.NamedExpr):
             t = self.expr(node.value, check)
             self.bind(node.target, t, node.value)
@@ -382,6 +420,7 @@ class _Python:
         if inspecting:
             if given & LOOKED_AT:
                 self.note("inspected", line)
+            self.shown(given, line)
             return given
         if self.runs_script(node, name, line):
             return set()
@@ -403,12 +442,11 @@ class _Python:
             return ({OUT, LIST} if given & {OUTP, OUT} else {IN, LIST}) | (given & {ONE})
         if last in V.READERS:
             return ({OUT} if given & {OUTP, OUT} else {IN}) | (given & {ONE})
+        prop = {PROP + V.COMPAT_PROPS[last]} if last in V.COMPAT_PROPS and IN in given and not given & LOOKED_AT \
+            else set()
         if last in V.COMPAT_PROPS and last not in V.RANGE_CHECKS:  # a property read: get_zooms(), affine ...
-            if IN in given and not given & LOOKED_AT and not self.quiet:
-                self.facts.input_props.setdefault(V.COMPAT_PROPS[last], line)
-            return given
-        if IN in given and last in V.COMPAT_PROPS and not given & LOOKED_AT and not self.quiet:
-            self.facts.input_props.setdefault(V.COMPAT_PROPS[last], line)
+            return given | prop
+        given = given | prop
         if last in V.RANGE_CHECKS or last in V.SHAPE_CHECKS or (last.startswith("is") and last not in V.BUILTINS):
             if given & LOOKED_AT:
                 shape = last in V.SHAPE_CHECKS or LIST in given
@@ -487,20 +525,27 @@ class _Python:
             self.merge(_Shell(shell, self.scripts, self.depth + 1).facts, line)
             return True
         if name.startswith("subprocess.") or name in ("runpy.run_path", "exec"):
+            # A child's failure does not fail the cell unless checked: check=True, check_call /
+            # check_output, or an assert / if on its returncode.
+            checked = name in ("runpy.run_path", "exec", "subprocess.check_call", "subprocess.check_output") or any(
+                k.arg == "check" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in node.keywords) or self.checks_returncode
             for s in _strings(node):
                 script = _file_name(s)
                 if script.endswith((".py", ".sh")):
+                    self.quiet += not checked
                     self.run(script, line)
+                    self.quiet -= not checked
             return name != "exec"
         return False
 
     def run(self, script: str, line: int) -> None:
         if not self.quiet:
             self.facts.runs.append(script)
-        source = self.scripts.get(script)
+        known = {**self.scripts, **self.facts.scripts}  # written by an earlier cell or earlier in this one
+        source = known.get(script)
         if source is not None and self.depth < 3:
-            self.merge(read_cell(source, "bash" if script.endswith(".sh") else "python", self.scripts,
-                                 self.depth + 1), line)
+            self.merge(read_cell(source, "bash" if script.endswith(".sh") else "python", known, self.depth + 1), line)
 
     def merge(self, other: CodeFacts, line: int) -> None:
         if not self.quiet:
@@ -516,10 +561,14 @@ _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 
 
 class _Shell:
+    """A bash cell: its exit status is its last command's, so a command is evidence only when its
+    failure would have failed the cell: under `set -e`, the last command, or before `&&` (a
+    command before `||` never is, and nothing after `exit` runs)."""
+
     def __init__(self, code: str, scripts: dict[str, str], depth: int):
         self.facts = CodeFacts(lines=code.splitlines())
         self.scripts, self.depth = dict(scripts), depth
-        lines, i = self.facts.lines, 0
+        lines, i, commands = self.facts.lines, 0, []
         while i < len(lines):
             line, body, start = lines[i], None, i + 1
             m = _HEREDOC.search(line)
@@ -528,12 +577,28 @@ class _Shell:
                 body = "\n".join(lines[i + 1:end])
                 line = line[:m.start()] + line[m.end():]
                 i = end
-            for words in self.commands(line):
-                self.command(words, body, start)
+            commands += [(words, sep, body, start) for words, sep in self.commands(line)]
             i += 1
+        errexit, ignored = False, CodeFacts()
+        for n, (words, sep, body, start) in enumerate(commands):
+            if words[0] == "set":
+                flags = " ".join(words[1:])
+                on = bool(re.search(r"(^|\s)-\w*e|errexit", flags))
+                errexit = (errexit or on) and not re.search(r"\+\w*e", flags)
+            if words[0] == "exit":
+                break
+            counts = sep != "||" and (errexit or sep in ("&&", "|") or n == len(commands) - 1)
+            if not counts:  # its failure would not show: read it, but keep nothing but the scripts it writes
+                kept, self.facts = self.facts, ignored
+                self.command(words, body, start)
+                self.facts = kept
+                self.facts.scripts.update(ignored.scripts)
+                continue
+            self.command(words, body, start)
 
     @staticmethod
-    def commands(line: str) -> list[list[str]]:
+    def commands(line: str) -> list[tuple[list[str], str]]:
+        """(words, the separator after them) of each command on the line."""
         try:
             lex = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
             lex.whitespace_split, lex.commenters = True, "#"
@@ -543,12 +608,12 @@ class _Shell:
         out, current = [], []
         for t in tokens:
             if t in (";", "&&", "||", "|", "&"):
-                out.append(current)
+                out.append((current, t))
                 current = []
             else:
                 current.append(t)
-        out.append(current)
-        return [c for c in out if c]
+        out.append((current, ""))
+        return [(c, sep) for c, sep in out if c]
 
     def command(self, words: list[str], body: str | None, line: int) -> None:  # noqa: C901
         while words and (re.match(r"^\w+=", words[0]) or words[0] in ("sudo", "time", "nohup", "exec", "env")):
@@ -584,6 +649,8 @@ class _Shell:
                 f.runs.append(script)
                 if script in self.scripts and self.depth < 3:
                     f.merge(read_cell(self.scripts[script], "python", self.scripts, self.depth + 1), line)
+                elif any(_constant_tags(w) & {IN, OUTP} for w in rest[1:]):
+                    f.methods.append(line)  # a program we cannot read (shipped with the data) run on the data
             return
         if prog in ("bash", "sh") and len(words) > 1 and words[1].endswith(".sh"):
             script = _file_name(words[1])

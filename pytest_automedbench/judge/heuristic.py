@@ -168,7 +168,7 @@ def find_pilot(cells: list[Cell], n_cases: int) -> tuple[Cell | None, str]:
             continue
         if c.facts.methods_one and c.shown:
             return c, c.cite(c.facts.methods_one[0]) + " (one case, result shown)"
-        if c.new_cases and (c.facts.methods or c.facts.runs):
+        if c.new_cases and c.facts.methods:
             return c, c.cite((c.facts.methods or [None])[0]) + f" (outputs for {c.cases} of {need(n_cases)} cases)"
     return None, "no cell that ran applied the method to one case and showed the result"
 

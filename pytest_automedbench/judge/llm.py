@@ -215,6 +215,10 @@ class LLMJudge:
         key = self.cache_key(rubric_text, body)
         info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
                                 "cached": False, "api_calls": 0, "tokens": Usage().as_dict(), "cost_usd": 0.0}
+        injected = addresses_judge(record, workspace)
+        if injected:  # a run that instructs its grader is not shown to the model at all
+            info.update(fallback=f"the agent's text addresses the judge ({injected})", note="heuristic verdict used")
+            return fallback, info
         answer = self._cached(key)
         if answer is not None:
             info["cached"] = True
@@ -278,6 +282,30 @@ class LLMJudge:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(answer, indent=1))
+
+
+# Agent text that speaks to the judge: a run that tries to instruct its grader is not given to the
+# model (a paraphrase that slips past still meets the quoting and the citation rule).
+ADDRESSES_JUDGE = re.compile(
+    r"\b(ignore|disregard|forget|override|bypass)\b[^.\n]{0,60}\b(instructions?|rubric|system prompt)\b"
+    r"|\b(give|award|assign|grant)\b[^.\n]{0,40}\b(full|maximum|perfect)\s+(marks?|points?|scores?|credit)\b"
+    r"|\b(mark|rate|score|grade)\b[^.\n]{0,30}\b(every|all)\b[^.\n]{0,30}\b(items?|criteria)\b[^.\n]{0,30}"
+    r"\b(met|passed|true|satisfied)\b"
+    r"|\b(note|message|instructions?)\s+(to|for)\s+the\s+(judge|grader|evaluator|llm)\b"
+    r"|\b(you are|act as)\b[^.\n]{0,30}\b(judge|grader|evaluator)\b|grading[- ]override", re.I)
+
+
+def addresses_judge(record: RunRecord, workspace: Path) -> str | None:
+    """Where the agent's own text speaks to the judge ("plan.md: '...'"), or None."""
+    text, _ = heuristic.read_plan(workspace / "plan.md")
+    pieces = [("plan.md", text or "")] + [(f"turn {i} message", m.get("content") or "")
+                                          for i, m in enumerate(record.conversation) if m.get("role") == "assistant"]
+    pieces += [(f"call {e.index}", "\n".join(x or "" for x in (e.code, e.stdout, e.stderr))) for e in record.trace]
+    for where, piece in pieces:
+        m = ADDRESSES_JUDGE.search(piece)
+        if m:
+            return f"{where}: {m.group(0)[:120]!r}"
+    return None
 
 
 def cites(evidence: str, record: RunRecord, files: tuple[str, ...] = ()) -> bool:

@@ -18,7 +18,7 @@ MODEL_WORDS = re.compile(
 # What a chosen method is called when it is not a named model (a shipped classifier, a classical filter).
 METHOD_NOUNS = re.compile(r"\b(models?|methods?|network|architecture|classifier|detector|segmenter|filter|"
                           r"denoiser|answerer|retriever|writer|interpolation|algorithm|backbone|checkpoint|"
-                          r"weights|regressor|estimator)\b", re.I)
+                          r"weights|regressor|estimator|rules?|heuristic)\b", re.I)
 CHOICE_WORDS = re.compile(r"\b(use|using|chose|choose|chosen|select\w*|pick\w*|go with|adopt\w*)\b", re.I)
 STEP_LINE = re.compile(r"^\s*(\d+[.)]|[-*])\s+\S", re.M)
 ENV_FAILURE = re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|ERROR: Could not|"

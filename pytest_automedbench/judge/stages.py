@@ -34,7 +34,7 @@ def stage_of(cell: Cell, previous: str, full_index: int | None, cases_before: in
         return "S1"
     if f.training:
         return "S2" if previous in ("S1", "S2") else previous
-    if f.methods or f.runs or cell.new_cases:
+    if f.methods or cell.new_cases:
         return "S3"
     if _setup(f):
         return "S2" if previous in ("S1", "S2") else previous

@@ -60,7 +60,7 @@ COMPAT_PROPS = {
     "get_zooms": "spacing", "pixdim": "spacing", "spacing": "spacing", "GetSpacing": "spacing",
     "PixelSpacing": "spacing", "affine": "orientation", "aff2axcodes": "orientation",
     "GetDirection": "orientation", "min": "intensity", "max": "intensity", "mean": "intensity",
-    "std": "intensity", "percentile": "intensity", "header": "header", "mode": "dtype",
+    "std": "intensity", "percentile": "intensity", "mode": "dtype",
 }
 # Obtaining weights or a model from a file or a hub.
 WEIGHT_LOADERS = frozenset(
