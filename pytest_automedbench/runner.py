@@ -84,7 +84,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     outputs.mkdir(parents=True, exist_ok=True)
     track = metric_module(spec.track, spec.metric.module, metric_hook).evaluate(spec, outputs, data.private, data.public)
     verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge, data.public)
-    bands, relative = scoring.medal_bands(spec.track, spec.medals)
+    bands, relative = scoring.medal_bands(spec.track, spec.medals, track)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
@@ -101,6 +101,10 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "stage_evidence": {k: v.items for k, v in verdicts.items()},
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
         "medal": s.medal,
+        # False when a metric component could not run here (an offline fallback): not comparable across sites
+        "comparable": track.diagnostics.get("comparable") is not False,
+        **({"not_comparable": track.diagnostics.get("not_comparable")}
+           if track.diagnostics.get("comparable") is False else {}),
         "failure_mode": failure_mode(record, track),
         "error_codes": detect(facts),
         "judge": judge_info,

@@ -21,7 +21,7 @@ def test_one_of_six_cases_at_dice_095_is_no_a():
 
 
 def test_the_band_edge_is_metric_times_completion():
-    a, b = SEG
+    a, b = SEG.A, SEG.B
     assert medal_of(a / 0.8, 0.8) == "A"
     assert medal_of(a / 0.8 - 1e-6, 0.8) == "B"
     assert medal_of(b / 0.5, 0.5) == "B" and medal_of(b / 0.5 - 1e-6, 0.5) == "C"
