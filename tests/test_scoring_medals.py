@@ -41,3 +41,23 @@ def test_relative_bands_count_missing_cases_too():
     kw = dict(bands=(0.02, 0.0), baseline=0.60, relative=True)
     assert medal_of(0.70, 1.0, **kw) == "A"
     assert medal_of(0.70, 0.5, **kw) == "C"  # 0.35 is below the baseline's 0.60 on the same cases
+
+
+def test_score_run_says_whether_the_result_is_comparable(tmp_path):
+    """A metric component that could not run here (an offline fallback) marks the run not comparable."""
+    from types import SimpleNamespace
+
+    from scoring_records import good_cells, make_record, make_workspace
+    from pytest_automedbench.metrics import TrackResult
+    from pytest_automedbench.runner import score_run
+    from pytest_automedbench.tasks import load_task_file
+    from conftest import FIXTURES
+
+    task = load_task_file(FIXTURES / "tiny" / "tiny.task.yaml")
+    data = SimpleNamespace(private=tmp_path, public=tmp_path)
+    for diagnostics, comparable in (({}, True), ({"comparable": False, "not_comparable": "no LPIPS backbone"}, False)):
+        module = SimpleNamespace(evaluate=lambda *a, d=diagnostics: TrackResult(0.9, 3, 3, diagnostics=dict(d)))
+        r = score_run(task, "lite", make_record(good_cells()), make_workspace(tmp_path / str(comparable)), data,
+                      metric_hook=lambda track: module)
+        assert r["comparable"] is comparable
+        assert r.get("not_comparable") == (None if comparable else "no LPIPS backbone")
