@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__, scoring
 from .agents import Agent, AgentError
@@ -121,10 +121,11 @@ def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: T
 
 
 def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskData,
-            settings: RunSettings) -> dict[str, Any]:
+            settings: RunSettings, on_step: Callable[[RunRecord], None] | None = None) -> dict[str, Any]:
     """Run the agent on the task and write the run's files; returns result.json's content.
 
-    The sandbox and a plugin's metric module come from `settings.factories`."""
+    The sandbox and a plugin's metric module come from `settings.factories`; `on_step(record)` is
+    called after every model turn and tool call (live progress)."""
     spec = task.spec
     metric_hook = settings.factories.metric
     scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
@@ -151,7 +152,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
-                               cost_fn=settings.cost_fn).run(brief)
+                               cost_fn=settings.cost_fn, on_step=on_step).run(brief)
     except Exception as exc:  # an infrastructure fault: keep the partial run (tokens spent) on disk
         record = getattr(exc, "record", None)
         if not isinstance(record, RunRecord):

@@ -174,7 +174,7 @@ def test_the_cache_key_covers_model_system_prompt_rubric_and_trace(tmp_path, mon
     ("claude", {}, "--amb-judge=claude: no API key: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
     ("gpt", {}, "--amb-judge=gpt: no API key: set OPENAI_API_KEY"),
     ("openai:m", {"OPENAI_BASE_URL": "localhost:8000", "OPENAI_API_KEY": "x"}, "is not an http(s) URL"),
-    ("nonsense:x", {}, "--amb-judge=nonsense:x: unknown agent"),
+    ("nonsense:x", {}, "--amb-judge=nonsense:x: unknown judge"),
 ])
 def test_a_judge_that_cannot_start_is_a_usage_error_before_any_agent_runs(tiny_suite, pytester, monkeypatch,
                                                                           judge_spec, env, message):

@@ -167,7 +167,7 @@ def test_registered_and_medals_relative_only_when_asked():
     spec = SimpleNamespace(medals=Medals(A=0.9, B=0.7), track="enhancement")
     bands, relative = scoring.medal_bands(spec.track, spec.medals)
     assert (bands.A, bands.B, relative) == (0.9, 0.7, False)
-    assert scoring.medal_bands("synthesis") == (scoring.Bands(0.98, 0.95), False)
+    assert scoring.medal_bands("synthesis") == (scoring.Bands(0.98, 0.95, 0.95), False)
 
 
 # ---- submission checkers on malformed cases ------------------------------------------------------

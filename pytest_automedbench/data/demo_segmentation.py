@@ -40,10 +40,10 @@ from typing import Iterator
 
 import numpy as np
 
-#: Where the committed weights live, relative to the repository root.
-DEFAULT_WEIGHTS = (
-    Path(__file__).resolve().parents[2] / "task_suites" / "demo" / "segmentation" / "brain_unet.pt"
-)
+from ..suites import suites_root
+
+#: The committed weights, beside the demo task file (in a checkout or an installed wheel).
+DEFAULT_WEIGHTS = suites_root() / "demo" / "segmentation" / "brain_unet.pt"
 
 LABELS = {"0": "background", "1": "grey_matter", "2": "white_matter"}
 
