@@ -91,6 +91,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                         baseline=track.diagnostics.get("baseline_score"), relative=relative,
                         submitted=record.submitted)
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
+    section = _rexmle_section(task, track, outputs, data, record)
     return {
         "overall": round(s.overall, 4),
         "agentic": round(s.agentic, 6),
@@ -100,7 +101,10 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "stages": {k: round(v, 6) for k, v in s.stages.items()},
         "stage_evidence": {k: v.items for k, v in verdicts.items()},
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
-        "medal": s.medal,
+        # A ReX-MLE run's medal is its place among the humans (gold / silver / bronze / above_median /
+        # None); the A/B/C band stays beside it as band_medal.
+        "medal": rexmle_medal(section) if section else s.medal,
+        **({"band_medal": s.medal} if section else {}),
         # False when a metric component could not run here (an offline fallback): not comparable across sites
         "comparable": track.diagnostics.get("comparable") is not False,
         **({"not_comparable": track.diagnostics.get("not_comparable")}
@@ -108,8 +112,14 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "failure_mode": failure_mode(record, track),
         "error_codes": detect(facts),
         "judge": judge_info,
-        **({"rexmle": section} if (section := _rexmle_section(task, track, outputs, data, record)) else {}),
+        **({"rexmle": section} if section else {}),
     }
+
+
+def rexmle_medal(section: dict[str, Any]) -> str | None:
+    if section.get("failed") or section.get("percentile") is None:
+        return None
+    return section.get("medal") or ("above_median" if section.get("above_median") else None)
 
 
 def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: TaskData, record: RunRecord):

@@ -91,3 +91,21 @@ def test_no_submission_and_disqualified_say_why(tmp_path):
                         (SimpleNamespace(disqualified=True, submitted=True, conversation=[]), "disqualified")):
         section = result_section(task, track, tmp_path / "outputs", data, record)
         assert section["failed"] is True and section["failed_reason"] == why
+
+
+def test_a_rexmle_runs_medal_is_its_place_among_the_humans(tmp_path):
+    """result.json's medal for a ReX-MLE run: gold / silver / bronze / above_median / None; the band beside it."""
+    from scoring_records import good_cells, make_record
+    from pytest_automedbench.runner import rexmle_medal, score_run
+
+    for n, medal in ((40, "gold"), (39, None)):
+        task, _, _ = ldct_run(tmp_path / str(n), n)
+        ws = tmp_path / str(n) / "workspace"
+        (ws / "outputs").mkdir(parents=True)
+        (ws / "outputs" / "predictions.csv").write_text((tmp_path / str(n) / "outputs" / "predictions.csv").read_text())
+        data = SimpleNamespace(private=tmp_path / str(n) / "private", public=tmp_path / str(n) / "public")
+        r = score_run(task, "pro", make_record(good_cells()), ws, data)
+        assert r["medal"] == medal and r["band_medal"] in ("A", "B", "C", "F", None)
+        assert r["rexmle"]["failed"] is (medal is None)
+    assert rexmle_medal({"failed": False, "percentile": 0.6, "medal": None, "above_median": True}) == "above_median"
+    assert rexmle_medal({"failed": False, "percentile": 0.1, "medal": None, "above_median": False}) is None
