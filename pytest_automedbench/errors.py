@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 
 from .agents.loop import RunRecord
 from .judge import patterns as P
+from .judge.evidence import Cell, full_run, read_run
 from .metrics import TrackResult
 from .metrics.base import CaseKind
 
@@ -96,7 +97,7 @@ CODES: dict[str, ErrorCode] = {c.code: c for c in [
     ErrorCode("FMT-CASE", "format", "submitted cases in a broken format (unreadable, wrong dtype or type)"),
     ErrorCode("VER-UNCHECKED", "verification", "outputs were written but never checked"),
     ErrorCode("VER-UNNOTICED", "verification", "wrong shape, value range or NaN in outputs went unnoticed"),
-    ErrorCode("VER-NO-PILOT", "verification", "the full run started without any validation (S3 = 0)"),
+    ErrorCode("VER-NO-PILOT", "verification", "the full run started without any validation before it"),
     ErrorCode("SUB-NEVER", "submission", "submit_results was never called"),
     ErrorCode("SUB-MISSING", "submission", "cases missing from the submission"),
     ErrorCode("SUB-PATHS", "submission", "outputs written to wrong paths or names"),
@@ -140,8 +141,11 @@ class RunFacts:
     stages: dict[str, float] | None = None  # S1..S5 scores once judged
 
     @property
-    def cells(self):
-        return self.record.code_cells()
+    def cells(self) -> list[Cell]:
+        """The code cells read as code (judge/evidence.py), computed once."""
+        if getattr(self, "_cells", None) is None:
+            self._cells = read_run(self.record)
+        return self._cells
 
 
 Fired = dict[str, Any]  # {"code", "family", "ecode", "title", "evidence"}
@@ -173,9 +177,8 @@ def _claims(f: RunFacts, pattern: re.Pattern, backed: Callable[[int], bool]) -> 
 def hallucination(f: RunFacts) -> list[Fired]:
     fired = []
     # Events of turn t ran after the assistant's turn-t text was written, so only earlier turns back it.
-    wrote = lambda turn: any(P.ok(c) and c.outputs_after > 0 and c.turn < turn for c in f.cells)  # noqa: E731
-    checked = lambda turn: any(P.ok(c) and c.turn < turn and (P.RANGE_CHECK.search(c.code or "")  # noqa: E731
-                                                              or P.SHAPE_CHECK.search(c.code or "")) for c in f.cells)
+    wrote = lambda turn: any(c.ok and c.cases > 0 and c.event.turn < turn for c in f.cells)  # noqa: E731
+    checked = lambda turn: any(c.event.turn < turn and _checks(c) for c in f.cells)  # noqa: E731
     if (claim := _claims(f, CLAIM_OUTPUTS, wrote)):
         fired.append(_fire("HAL-OUTPUTS", claim + " but no successful cell had written outputs"))
     if (claim := _claims(f, CLAIM_CHECK, checked)):
@@ -185,16 +188,17 @@ def hallucination(f: RunFacts) -> list[Fired]:
 
 def resource(f: RunFacts) -> list[Fired]:
     fired = []
-    oom = [c.index for c in f.cells if P.OOM.search(c.stderr or "") or c.exit_code in (-9, 137)]
+    events = f.record.code_cells()
+    oom = [c.index for c in events if P.OOM.search(c.stderr or "") or c.exit_code in (-9, 137)]
     if oom:
         fired.append(_fire("RES-OOM", f"cells {oom[:5]}"))
-    timed = [c.index for c in f.cells if c.timed_out]
+    timed = [c.index for c in events if c.timed_out]
     if timed or f.record.limit_hit == "time_limit":
         fired.append(_fire("RES-TIMEOUT", (f"cells {timed[:5]} timed out" if timed else "")
                            + (" run hit time_limit" if f.record.limit_hit == "time_limit" else "")))
     if f.record.limit_hit in ("max_turns", "max_tokens", "max_cost"):
         fired.append(_fire("RES-BUDGET", f"run ended by {f.record.limit_hit}"))
-    dl = [c.index for c in f.cells if P.DOWNLOAD_FAIL.search(c.stderr or "")]
+    dl = [c.index for c in events if P.DOWNLOAD_FAIL.search(c.stderr or "")]
     if dl:
         fired.append(_fire("RES-DOWNLOAD", f"cells {dl[:5]}"))
     return fired
@@ -206,14 +210,23 @@ def logic(f: RunFacts) -> list[Fired]:
     if t.format_valid and t.n_valid > 0 and t.score < DEGENERATE_BELOW:
         fired.append(_fire("LOG-DEGENERATE", f"{t.n_valid} valid cases score {t.score:.3f}"))
     run, last = [], None
-    for c in f.cells:
-        err = _last_error_line(c.stderr) if not P.ok(c) else None
+    for c in f.record.code_cells():
+        err = _last_error_line(c.stderr) if not _ok(c) else None
         run = run + [c.index] if err and err == last else ([c.index] if err else [])
         last = err
         if len(run) >= 3:
             fired.append(_fire("LOG-STUCK", f"cells {run}: {err[:120]}"))
             break
     return fired
+
+
+def _ok(event) -> bool:
+    return event.exit_code == 0 and not event.blocked and not event.timed_out
+
+
+def _checks(c: Cell) -> bool:
+    """A cell that ran and checked results or outputs (values, shapes or counts) and showed it."""
+    return c.shown and bool(c.facts.range_checks or c.facts.shape_checks) and bool(c.facts.inspected)
 
 
 def _last_error_line(stderr: str | None) -> str | None:
@@ -223,8 +236,9 @@ def _last_error_line(stderr: str | None) -> str | None:
 
 def code_runtime(f: RunFacts) -> list[Fired]:
     # A traceback the agent fixed is research as usual; one no later cell recovered from is an error.
-    tb = [c for c in f.cells if P.TRACEBACK.search(c.stderr or "")]
-    if not tb or any(P.ok(c) for c in f.cells if c.index > tb[-1].index):
+    events = f.record.code_cells()
+    tb = [c for c in events if P.TRACEBACK.search(c.stderr or "")]
+    if not tb or any(_ok(c) for c in events if c.index > tb[-1].index):
         return []
     return [_fire("RUN-TRACEBACK", f"{len(tb)} cells with tracebacks, the last (cell {tb[-1].index}) never "
                                    f"recovered from: {_last_error_line(tb[-1].stderr)}")]
@@ -238,18 +252,20 @@ def format_errors(f: RunFacts) -> list[Fired]:
 def verification(f: RunFacts) -> list[Fired]:
     fired = []
     cells = f.cells
-    writer = next((c for c in cells if P.ok(c) and c.outputs_after > 0), None)
+    writer = next((c for c in cells if c.ok and c.cases > 0), None)
     if writer is not None:
-        check = next((c for c in cells if c.index >= writer.index and P.ok(c)
-                      and (P.RANGE_CHECK.search(c.code or "") or P.SHAPE_CHECK.search(c.code or ""))), None)
-        if check is None:
-            fired.append(_fire("VER-UNCHECKED", f"outputs first written by cell {writer.index}; no later cell checks them"))
+        if not any(c.index >= writer.index and _checks(c) for c in cells):
+            fired.append(_fire("VER-UNCHECKED",
+                               f"outputs first written by cell {writer.index}; no later cell checks them"))
     bad = f.track.errors_of(CaseKind.VALUES)
     if bad:
         fired.append(_fire("VER-UNNOTICED", "; ".join(str(e) for e in bad[:3])))
-    full = P.full_run_cell(cells, f.track.n_cases)
-    if full is not None and f.stages is not None and f.stages.get("S3", 0.0) == 0.0:
-        fired.append(_fire("VER-NO-PILOT", f"full run in cell {full.index} with S3 = 0"))
+    # Validation is what happened before the full run: checks in or after it do not count here.
+    full = full_run(cells, f.track.n_cases)
+    if full is not None and not any(c.index < full.index and (_checks(c) or (c.facts.methods_one and c.shown))
+                                    for c in cells):
+        fired.append(_fire("VER-NO-PILOT", f"full run in cell {full.index} with no pilot or check of a result "
+                                           "before it"))
     return fired
 
 
@@ -288,16 +304,16 @@ def _misplaced(workspace: Path, cases: list[str], max_files: int = 5000) -> list
 
 def task_understanding(f: RunFacts) -> list[Fired]:
     fired = []
-    if not f.cells:
+    if not f.record.code_cells():
         fired.append(_fire("TSK-NO-ATTEMPT", f"no code cell in {f.record.turns} turns"))
     plan = f.workspace / "plan.md"
     words = TRACK_WORDS.get(f.track_name)
     if plan.is_file() and words and not re.search(words, plan.read_text(errors="replace"), re.I):
         fired.append(_fire("TSK-OFF-TASK", f"plan.md never mentions {f.track_name} ({words})"))
     if f.inference_only:
-        train = P.first(f.cells, P.TRAINING, ok_only=False)
+        train = next((c for c in f.cells if c.facts.training), None)
         if train is not None:
-            fired.append(_fire("TSK-TRAINING", P.cite(train, P.TRAINING)))
+            fired.append(_fire("TSK-TRAINING", train.cite(train.facts.training[0])))
     return fired
 
 

@@ -62,6 +62,9 @@ def pytest_configure(config):
     except SettingsError as e:
         raise pytest.UsageError(str(e)) from None
     _check_model_price(settings)
+    from .judge import check_judge  # judge's: an LLM judge without a key or endpoint is a usage error now
+
+    check_judge(settings.judge)
     config.stash[TIERS_KEY] = tiers_collected(config, settings)
     config.stash[NO_TIER_KEY] = {}
     from .progress import ProgressPlugin

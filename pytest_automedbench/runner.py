@@ -83,7 +83,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     outputs = workspace / "outputs"
     outputs.mkdir(parents=True, exist_ok=True)
     track = metric_module(spec.track, spec.metric.module, metric_hook).evaluate(spec, outputs, data.private, data.public)
-    verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge)
+    verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge, data.public)
     bands, relative = scoring.medal_bands(spec.track, spec.medals, track)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
@@ -91,6 +91,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                         baseline=track.diagnostics.get("baseline_score"), relative=relative,
                         submitted=record.submitted)
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
+    section = _rexmle_section(task, track, outputs, data, record)
     return {
         "overall": round(s.overall, 4),
         "agentic": round(s.agentic, 6),
@@ -100,12 +101,25 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "stages": {k: round(v, 6) for k, v in s.stages.items()},
         "stage_evidence": {k: v.items for k, v in verdicts.items()},
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
-        "medal": s.medal,
+        # A ReX-MLE run's medal is its place among the humans (gold / silver / bronze / above_median /
+        # None); the A/B/C band stays beside it as band_medal.
+        "medal": rexmle_medal(section) if section else s.medal,
+        **({"band_medal": s.medal} if section else {}),
+        # False when a metric component could not run here (an offline fallback): not comparable across sites
+        "comparable": track.diagnostics.get("comparable") is not False,
+        **({"not_comparable": track.diagnostics.get("not_comparable")}
+           if track.diagnostics.get("comparable") is False else {}),
         "failure_mode": failure_mode(record, track),
         "error_codes": detect(facts),
         "judge": judge_info,
-        **({"rexmle": section} if (section := _rexmle_section(task, track, outputs, data, record)) else {}),
+        **({"rexmle": section} if section else {}),
     }
+
+
+def rexmle_medal(section: dict[str, Any]) -> str | None:
+    if section.get("failed") or section.get("percentile") is None:
+        return None
+    return section.get("medal") or ("above_median" if section.get("above_median") else None)
 
 
 def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: TaskData, record: RunRecord):

@@ -5,6 +5,7 @@
     Overall = 50 Agentic + 50 Task                                 (in [0, 100])
     S4      = 0.5 completion + 0.5 format valid
     S5      = 0.5 has valid results + 0.5 format valid        (0 when submit_results was never called)
+    Medal   = bands on Task (metric x completion); F when invalid, disqualified or never submitted
 
 A stage the run never reached counts 0 (no renormalisation), in every track: S4 is 0 without
 outputs, S5 without a submission, S1-S3 as their judge decides (judge/heuristic.py).
@@ -170,8 +171,10 @@ def combine(stages_s1_s3: dict[str, float], metric: float, completion_rate: floa
         "S4": s4(completion_rate, format_valid),
         "S5": s5(has_valid_results, format_valid) if submitted else 0.0,
     }
-    m = medal(metric, format_valid=format_valid, disqualified=disqualified, bands=bands, baseline=baseline,
-              relative=relative)
+    # The medal is earned by what was submitted: metric x completion (AutoMedBench counts a missing
+    # case as wrong), and a run that never called submit_results gets at most F.
+    m = medal(task_score(metric, completion_rate), format_valid=format_valid and submitted,
+              disqualified=disqualified, bands=bands, baseline=baseline, relative=relative)
     if disqualified:
         return Scores({k: 0.0 for k in stages}, 0.0, 0.0, 0.0, completion_rate, format_valid, m)
     ag = agentic(stages)

@@ -119,6 +119,9 @@ def property_counts(terminalreporter, key: str) -> dict[str, Counter]:
 
 def pytest_terminal_summary(terminalreporter):
     """One line per backend with the red team's counts (from the cases' `redteam` properties)."""
+    from gaming.table import gaming_table  # the gaming suite's table (tests/gaming/table.py)
+
+    gaming_table(terminalreporter)
     for backend, c in sorted(property_counts(terminalreporter, "redteam").items()):
         terminalreporter.write_line(
             f"red team [{backend}]: {c['passed'] + c['failed']} cases, {c['passed']} passed, {c['failed']} failed; "

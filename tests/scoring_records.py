@@ -21,18 +21,32 @@ We use SegResNet because it is light and accurate on brain MRI; alternatives con
 """
 
 ENV = "import torch, monai\nprint(torch.__version__, monai.__version__)"
-WEIGHTS = ("net = SegResNet(out_channels=3)\nnet.load_state_dict(torch.load('/data/public/model.pt'))\n"
-           "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nnet = net.to(device)")
-COMPAT = "img = nib.load(p)\nprint(img.shape, img.header.get_zooms(), img.get_data_dtype())"
-PILOT = "x = load(cases[0])\npred = net(x).argmax(1)\nsave(pred)\nprint(np.unique(pred), pred.shape)"
-FULL = "for c in cases:\n    pred = net(load(c)).argmax(1)\n    save(pred, c)"
-CHECK = "files = os.listdir(os.environ['AMB_OUTPUT_DIR'])\nprint(len(files), 'outputs')"
+# Each cell runs in its own process, so the cells that use the model load it again.
+LOAD = ("import os, numpy as np, nibabel as nib, torch\nfrom monai.networks.nets import SegResNet\n"
+        "net = SegResNet(out_channels=3)\nnet.load_state_dict(torch.load('/data/public/model.pt'))\n"
+        "d = os.environ['AMB_PUBLIC_DIR'] + '/images'\ncases = sorted(os.listdir(d))\n")
+WEIGHTS = (LOAD + "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nnet = net.to(device)\n"
+           "print('weights loaded on', device)")
+COMPAT = ("import os, nibabel as nib\nd = os.environ['AMB_PUBLIC_DIR'] + '/images'\n"
+          "img = nib.load(os.path.join(d, sorted(os.listdir(d))[0]))\n"
+          "print(img.shape, img.header.get_zooms(), img.get_data_dtype())")
+PILOT = (LOAD + "x = nib.load(os.path.join(d, cases[0])).get_fdata()\npred = net(x).argmax(1)\n"
+         "print(np.unique(pred), pred.shape)")
+FULL = (LOAD + "out = os.environ['AMB_OUTPUT_DIR']\nfor c in cases:\n"
+        "    pred = net(nib.load(os.path.join(d, c)).get_fdata()).argmax(1)\n"
+        "    nib.save(nib.Nifti1Image(pred, None), os.path.join(out, c))")
+CHECK = "import os\nfiles = os.listdir(os.environ['AMB_OUTPUT_DIR'])\nprint(len(files), 'outputs')"
+RANGE_CHECK = ("import os, numpy as np, nibabel as nib\nout = os.environ['AMB_OUTPUT_DIR']\n"
+               "print(np.unique(nib.load(os.path.join(out, sorted(os.listdir(out))[0])).get_fdata()), 'labels')")
+PRINTS = {ENV: "2.1.0 1.3.0\n", WEIGHTS: "weights loaded on cpu\n", COMPAT: "(8, 8, 8) (1.0, 1.0, 1.0) uint8\n",
+          PILOT: "[0 1 2] (8, 8, 8)\n", CHECK: "3 outputs\n", RANGE_CHECK: "[0. 1. 2.] labels\n"}
 
 
-def cell(code: str, *, outputs: int = 0, exit_code: int = 0, stderr: str = "", stdout: str = "",
+def cell(code: str, *, outputs: int = 0, exit_code: int = 0, stderr: str = "", stdout: str | None = None,
          timed_out: bool = False, blocked: str | None = None) -> dict:
-    return {"code": code, "outputs": outputs, "exit_code": exit_code, "stderr": stderr, "stdout": stdout,
-            "timed_out": timed_out, "blocked": blocked}
+    """A cell; by default it printed what such a cell prints (nothing for unknown code)."""
+    return {"code": code, "outputs": outputs, "exit_code": exit_code, "stderr": stderr,
+            "stdout": PRINTS.get(code, "") if stdout is None else stdout, "timed_out": timed_out, "blocked": blocked}
 
 
 def good_cells() -> list[dict]:
@@ -41,10 +55,15 @@ def good_cells() -> list[dict]:
         cell(ENV),
         cell(WEIGHTS),
         cell(COMPAT),
-        cell(PILOT, outputs=1),
+        cell(PILOT),
         cell(FULL, outputs=N_CASES),
         cell(CHECK, outputs=N_CASES),
     ]
+
+
+def edit(cells: list[dict], old: str, new: str) -> list[dict]:
+    """The same run with `old` replaced by `new` in every cell's code (what it printed kept)."""
+    return [dict(c, code=c["code"].replace(old, new)) for c in cells]
 
 
 def make_record(cells: list[dict], *, said: dict[int, str] | None = None, submitted: bool = True,
@@ -55,15 +74,17 @@ def make_record(cells: list[dict], *, said: dict[int, str] | None = None, submit
     for i, c in enumerate(cells):
         rec.conversation.append({"role": "assistant", "content": said.get(i, ""),
                                  "tool_calls": [{"id": f"c{i}", "name": "execute_code", "arguments": {}}]})
-        rec.trace.append(TraceEvent(index=i, turn=i, tool="execute_code", started_s=float(i), language="python",
-                                    code=c["code"], stdout=c["stdout"], stderr=c["stderr"], exit_code=c["exit_code"],
-                                    timed_out=c["timed_out"], blocked=c["blocked"], outputs_after=c["outputs"]))
+        rec.trace.append(TraceEvent(index=i, turn=i, tool="execute_code", started_s=float(i),
+                                    language=c.get("language", "python"), code=c["code"], stdout=c["stdout"],
+                                    stderr=c["stderr"], exit_code=c["exit_code"], timed_out=c["timed_out"],
+                                    blocked=c["blocked"], outputs_after=c["outputs"], cases_after=c["outputs"]))
     n = len(cells)
     if submitted:
         rec.conversation.append({"role": "assistant", "content": said.get(n, ""),
                                  "tool_calls": [{"id": "s", "name": "submit_results", "arguments": {}}]})
         rec.trace.append(TraceEvent(index=n, turn=n, tool="submit_results", started_s=float(n),
-                                    outputs_after=cells[-1]["outputs"] if cells else 0))
+                                    outputs_after=cells[-1]["outputs"] if cells else 0,
+                                    cases_after=cells[-1]["outputs"] if cells else 0))
         rec.ended_by = "submit"
     else:
         rec.conversation.append({"role": "assistant", "content": said.get(n, "")})
@@ -93,6 +114,7 @@ def make_workspace(root: Path, *, plan: str | None = GOOD_PLAN, png: str | None 
     """A workspace with plan.md (unless None) and plan.png: 'diagram', 'blank' or None."""
     ws = root / "workspace"
     (ws / "outputs").mkdir(parents=True, exist_ok=True)
+    (ws / "model.pt").write_bytes(b"weights")  # the file the careful run's torch.load reads
     if plan is not None:
         (ws / "plan.md").write_text(plan)
     if png == "diagram":

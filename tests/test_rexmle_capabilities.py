@@ -1,4 +1,4 @@
-"""The ReX-MLE capability judge: heuristic detector and LLM judge (with a fake model)."""
+"""The ReX-MLE capability judge: heuristic detector (code that ran) and LLM judge (with a fake model)."""
 import json
 
 import pytest
@@ -9,14 +9,18 @@ from pytest_automedbench.rexmle.capabilities import (fragments, heuristic_report
 
 
 def conv(*cells, say=None):
-    """A neutral conversation: each cell is (code, exit_code)."""
+    """A neutral conversation: each cell is (code, exit_code[, what it printed]); a cell that exited 0
+    printed "done" unless told otherwise; a cell starting with "python " is bash."""
     msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "brief"}]
     if say:
         msgs.append({"role": "assistant", "content": say, "tool_calls": []})
-    for i, (code, rc) in enumerate(cells):
+    for i, (code, rc, *printed) in enumerate(cells):
+        out = printed[0] if printed else ("done" if rc == 0 else "Traceback ...")
+        language = "bash" if code.startswith("python ") else "python"
         msgs.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "name": "execute_code", "arguments": {"language": "python", "code": code}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "name": "execute_code", "content": f"exit_code: {rc}\n"})
+            {"id": f"c{i}", "name": "execute_code", "arguments": {"language": language, "code": code}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "name": "execute_code",
+                     "content": f"exit_code: {rc}\n" + (f"[stdout]\n{out}" if out else "")})
     return msgs
 
 
@@ -27,13 +31,13 @@ def by_key(report):
 def test_thirteen_strategies_as_data():
     s = load_strategies()
     assert [x.id for x in s] == list(range(1, 14))
-    assert len({x.key for x in s}) == 13 and all(x.criteria and x.patterns for x in s)
+    assert len({x.key for x in s}) == 13 and all(x.criteria and (x.calls or x.names or x.loops) for x in s)
 
 
 def test_heuristic_counts_only_executed_successful_code():
     c = conv(("from monai.networks.nets import SegResNet\nnet = SegResNet()", 0),
-             ("loss = DiceLoss()(pred, y)", 1),  # failed cell: no evidence
-             ("mask = remove_small_objects(mask, 10)", 0),
+             ("from monai.losses import DiceLoss\nloss = DiceLoss()(pred, y)", 1),  # failed cell: no evidence
+             ("from skimage.morphology import remove_small_objects\nmask = remove_small_objects(mask, 10)", 0),
              say="Plan: we will use optuna for a hyperparameter search and an ensemble of folds.")
     r = by_key(heuristic_report(c))
     assert r["state_of_the_art"]["any_evidence"] == 1 and "SegResNet" in r["state_of_the_art"]["evidence"]
@@ -55,7 +59,7 @@ def test_any_evidence_versus_per_fragment_mean():
 
 
 def test_fragments_pack_entries_and_cut_long_ones():
-    entries = log_entries(conv(("a" * 50, 0), ("b" * 50, 0), ("c" * 500, 0)))
+    entries = log_entries(conv(("a" * 40, 0), ("b" * 40, 0), ("c" * 500, 0)))
     frags = fragments(entries, max_chars=200)
     assert [len(f) for f in frags] == [2, 1]  # the two short cells share a fragment
     assert len(frags[1][0].text) == 200 and frags[1][0].cell == 2  # the long one is cut
@@ -96,15 +100,37 @@ def test_llm_judge_bad_reply_counts_zero_and_is_reported():
     assert "no JSON object" in report["errors"][0]
 
 
-def test_plans_in_prose_and_comments_are_not_evidence():
+def test_plans_in_prose_comments_and_strings_are_not_evidence():
+    """#16: "augmentation" and "post-processing" were credited from comments."""
     plan = 'Path("plan.md").write_text("""Use nnU-Net with an Optuna search"""); print("ok")'
-    comment = "x = 1  # TODO: ensemble the folds with test-time augmentation"
-    script = "Path('predict.py').write_text('''import optuna\\nstudy = optuna.create_study()''')"
-    r = by_key(heuristic_report(conv((plan, 0), (comment, 0))))
+    comment = "x = 1  # TODO: ensemble the folds with test-time augmentation\n# augmentation\n# post-processing"
+    strings = 'print("augment with RandFlipd, remove_small_objects, KFold, optuna")\nnote = "elastic"'
+    r = by_key(heuristic_report(conv((plan, 0), (comment, 0), (strings, 0))))
     assert r["state_of_the_art"]["any_evidence"] == 0 and r["hyperparameter_search"]["any_evidence"] == 0
     assert r["post_processing"]["any_evidence"] == 0 and r["seed_fold_ensemble"]["any_evidence"] == 0
-    r = by_key(heuristic_report(conv((script, 0))))  # a script written to be run is code
-    assert r["hyperparameter_search"]["any_evidence"] == 1
+    assert r["augmentation"]["any_evidence"] == 0
+
+
+SEARCH_SCRIPT = "Path('search.py').write_text('import optuna\\nstudy = optuna.create_study()\\nprint(study)')"
+
+
+def test_a_script_counts_where_a_later_cell_runs_it():
+    r = by_key(heuristic_report(conv((SEARCH_SCRIPT, 0))))  # written, never run: a plan in a file
+    assert r["hyperparameter_search"]["any_evidence"] == 0
+    r = by_key(heuristic_report(conv((SEARCH_SCRIPT, 0), ("python search.py", 0, "<Study>"))))
+    assert r["hyperparameter_search"]["any_evidence"] == 1 and "cell 1" in r["hyperparameter_search"]["evidence"]
+
+
+def test_code_that_never_runs_or_shows_nothing_is_not_evidence():
+    dead = "import torch\nif False:\n    x = torch.flip(x, (0,))\nprint('ok')"
+    uncalled = "import torch\ndef aug(x):\n    return torch.rot90(x)\nprint('defined')"
+    swallowed = ("from scipy import ndimage\ntry:\n    lab, n = ndimage.label(mask)\nexcept Exception:\n    pass\n"
+                 "print('ok')")
+    silent = ("from skimage.morphology import remove_small_objects\nm = remove_small_objects(m, 4)", 0, "")
+    r = by_key(heuristic_report(conv((dead, 0), (uncalled, 0), (swallowed, 0), silent)))
+    assert r["augmentation"]["any_evidence"] == 0 and r["post_processing"]["any_evidence"] == 0
+    called = uncalled + "\ny = aug(x)"
+    assert by_key(heuristic_report(conv((called, 0))))["augmentation"]["any_evidence"] == 1
 
 
 def test_capabilities_cli_on_a_run_folder(tmp_path, capsys):
@@ -113,7 +139,7 @@ def test_capabilities_cli_on_a_run_folder(tmp_path, capsys):
     (tmp_path / "conversation.json").write_text(json.dumps(conv(("import optuna\nstudy = optuna.create_study()", 0))))
     assert main(["capabilities", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "13  Optimising hyperparameters systematically          1  1.00  cell 0: import optuna" in out
+    assert "13  Optimising hyperparameters systematically          1  1.00  cell 0: optuna.create_study" in out
     assert main(["capabilities", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["strategies"][12]["any_evidence"] == 1
     assert main(["capabilities", str(tmp_path / "nope")]) == 2

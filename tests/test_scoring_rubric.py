@@ -1,8 +1,8 @@
 """The stage rubric on hand-built runs: each crafted difference moves exactly its item; formulas."""
 import pytest
 
-from scoring_records import (CHECK, COMPAT, ENV, FULL, GOOD_PLAN, N_CASES, PILOT, WEIGHTS, cell, good_cells,
-                             make_record, make_workspace)
+from scoring_records import (CHECK, COMPAT, ENV, FULL, GOOD_PLAN, LOAD, N_CASES, PILOT, RANGE_CHECK, cell, edit,
+                             good_cells, make_record, make_workspace)
 from pytest_automedbench import scoring
 from pytest_automedbench.judge import judge
 from pytest_automedbench.judge.rubric import load_rubric
@@ -30,7 +30,7 @@ def test_careful_run_meets_every_item(tmp_path):
 NO_LIST_PLAN = ("We use SegResNet because it is light and accurate on brain MRI; alternatives considered were UNet "
                 "and nnU-Net. First we inspect the images and then load the weights, pilot a single case, run "
                 "inference on every case and finally check that the outputs are complete before we submit.")
-SHORT_PLAN = "1. Load images.\n2. We use SegResNet (not UNet, nnU-Net).\n3. Write outputs.\n"
+SHORT_PLAN = "1. Load the images.\n2. We use SegResNet (not UNet, nnU-Net).\n3. Write the outputs.\n"
 
 
 @pytest.mark.parametrize("item, workspace", [
@@ -63,26 +63,42 @@ def test_no_plan_scores_s1_zero_even_in_lite(tmp_path):
     assert v["S1"].score == 0.0
 
 
-def replace(cells, old, new):
-    return [dict(c, code=new) if c["code"] == old else c for c in cells]
+def replace(cells, old, new, stdout=None):
+    return [dict(c, code=new, **({} if stdout is None else {"stdout": stdout})) if c["code"] == old else c
+            for c in cells]
 
 
 FAIL_IMPORT = cell("import foo", exit_code=1, stderr="ModuleNotFoundError: No module named 'foo'")
+NO_WEIGHTS = "net.load_state_dict(torch.load('/data/public/model.pt'))\n"
 
 
 @pytest.mark.parametrize("item, cells", [
-    ("weights_obtained", replace(good_cells(), WEIGHTS,
-                                 "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nnet = build()")),
-    ("compatibility_checked", replace(good_cells(), COMPAT, "img = nib.load(p)\nprint(img.shape)")),
-    ("environment_built", replace(good_cells(), ENV, "print('hello')")),
+    ("weights_obtained", edit(good_cells(), NO_WEIGHTS, "")),
+    ("compatibility_checked", replace(good_cells(), COMPAT, COMPAT.replace(
+        "img.shape, img.header.get_zooms(), img.get_data_dtype()", "img.shape"))),
     ("at_most_5_env_failures", good_cells()[:2] + [FAIL_IMPORT] * 6 + good_cells()[2:]),
-    ("model_on_device", replace(good_cells(), WEIGHTS, WEIGHTS.replace(
-        "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nnet = net.to(device)", ""))),
+    ("model_on_device", edit(good_cells(), "device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                                           "net = net.to(device)\n", "")),
 ])
 def test_s2_item_moves_alone(tmp_path, item, cells):
     v, _ = verdicts(tmp_path, cells)
     assert {k for k, m in met(v, "S2").items() if not m} == {item}, v["S2"].items
     assert v["S2"].score == pytest.approx(4 / 5)
+
+
+def test_environment_needs_a_cell_that_ran_an_import(tmp_path):
+    broken = [dict(c, exit_code=1, stderr="ModuleNotFoundError: No module named 'torch'")
+              if "import" in c["code"] else c for c in good_cells()]
+    v, _ = verdicts(tmp_path, broken)
+    assert not v["S2"].items["environment_built"]["met"]
+    v, _ = verdicts(tmp_path, good_cells())
+    assert "torch" in v["S2"].items["environment_built"]["evidence"]
+
+
+def test_weights_from_a_file_that_does_not_exist_prove_nothing(tmp_path):
+    v, _ = verdicts(tmp_path, edit(good_cells(), "/data/public/model.pt", "/data/public/nowhere.pt"))
+    item = v["S2"].items["weights_obtained"]
+    assert not item["met"] and "nowhere.pt not found" in item["evidence"]
 
 
 def test_five_env_failures_are_still_allowed(tmp_path):
@@ -91,17 +107,21 @@ def test_five_env_failures_are_still_allowed(tmp_path):
 
 
 NO_PILOT = [c for c in good_cells() if c["code"] != PILOT]
+SHAPE_PILOT = LOAD + "x = nib.load(os.path.join(d, cases[0])).get_fdata()\npred = net(x)\nprint(pred.shape)"
+SHAPE_ONLY = LOAD + "x = nib.load(os.path.join(d, cases[1])).get_fdata()\npred = net(x)\nprint(pred.shape)"
 
 
 @pytest.mark.parametrize("cells, level", [
     (good_cells(), 1.0),
-    (replace(NO_PILOT, CHECK, "print(np.unique(load_output(0)), 'labels')"), 0.5),
+    (replace(NO_PILOT, CHECK, RANGE_CHECK, "[0. 1. 2.] labels\n"), 0.5),
     (NO_PILOT, 0.2),  # counts the files only
     ([c for c in NO_PILOT if c["code"] != CHECK], 0.0),
     # a pilot with only a shape check is not a quality check
-    (replace(good_cells(), PILOT, "x = load(cases[0])\npred = net(x)\nprint(pred.shape)"), 0.2),
+    (replace(good_cells(), PILOT, SHAPE_PILOT, "(8, 8, 8)\n"), 0.2),
     # a shape-checked prediction is shape-only validation even when nothing is checked later
-    (replace([c for c in good_cells() if c["code"] != CHECK], PILOT, "pred = net(x)\nprint(pred.shape)"), 0.2),
+    (replace([c for c in good_cells() if c["code"] != CHECK], PILOT, SHAPE_ONLY, "(8, 8, 8)\n"), 0.2),
+    # the same pilot that printed nothing showed nothing
+    ([c for c in replace(good_cells(), PILOT, PILOT, "") if c["code"] != CHECK], 0.0),
 ])
 def test_s3_ladder(tmp_path, cells, level):
     v, _ = verdicts(tmp_path, cells)

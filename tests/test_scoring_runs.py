@@ -79,7 +79,7 @@ def test_amb_judge_option_reaches_the_judge(tiny_suite, pytester):
     r.assert_outcomes(failed=1)
     result = read_results(pytester)["runs"][0]
     assert result["judge"]["kind"] == "llm" and result["judge"]["model"] == "null"
-    assert result["judge"]["fallback"] == "heuristic" and result["judge"]["api_calls"] == 2
+    assert result["judge"]["fallback"].startswith("invalid judge answer twice") and result["judge"]["api_calls"] == 2
     assert {c["code"] for c in result["error_codes"]} == {"SUB-NEVER", "TSK-NO-ATTEMPT"}
     assert result["medal"] == "F"
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..metrics.base import count_cases
 from ..sandbox.base import ExecResult, Sandbox
 from ..sandbox.base import SandboxError
 from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, AgentError, Message, Reply, ToolCall, Usage
@@ -56,6 +57,7 @@ class TraceEvent:
     truncated: bool = False
     blocked: str | None = None
     outputs_after: int = 0  # files under the output folder after the call
+    cases_after: int | None = None  # cases the outputs cover after the call (metrics.base.count_cases)
     stage: str | None = None  # S1..S5, filled by the judge's stage attribution
 
     def as_dict(self) -> dict[str, Any]:
@@ -182,7 +184,8 @@ class AgentLoop:
                     record.submitted = True
                     record.trace.append(TraceEvent(len(record.trace), record.turns, SUBMIT_RESULTS,
                                                    round(self.clock() - started, 3),
-                                                   outputs_after=count_outputs(self.output_dir)))
+                                                   outputs_after=count_outputs(self.output_dir),
+                                                   cases_after=count_cases(self.output_dir)))
                     record.conversation.append(_tool_message(call, "Submission received. The run is over."))
                     record.ended_by = "submit"
                     return
@@ -255,6 +258,7 @@ def record_cell(record: RunRecord, result: ExecResult, language: str, code: str,
         language=language, code=code, stdout=result.stdout, stderr=result.stderr,
         exit_code=result.exit_code, duration_s=round(result.duration_s, 3), timed_out=result.timed_out,
         truncated=result.truncated, blocked=result.blocked, outputs_after=count_outputs(output_dir),
+        cases_after=count_cases(output_dir),
     ))
     record.violations.extend({**v, "cell": len(record.trace) - 1} for v in result.violations)
     record.disqualified = record.disqualified or result.disqualified

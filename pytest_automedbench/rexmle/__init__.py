@@ -10,7 +10,33 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..metrics.base import CaseKind
 from .ranking import Leaderboard, LeaderboardError, Ranking, benchmark_rank, load_leaderboard, rank_agent
+
+# Challenges whose official rule fills a missing case (with its worst value) instead of rejecting the
+# submission. ReX-MLE's grade.py of every challenge rejects a submission that lacks a case or holds one
+# it cannot read (a failed run, percentile 0), and none of the 20 challenges' own rules fills one in
+# (docs/rexmle.md, "Incomplete submissions"), so this is empty; a challenge that does goes here.
+FILLS_MISSING_CASES: frozenset[str] = frozenset()
+
+
+def rejection(challenge: str, track) -> str | None:
+    """Why the challenge's reference grader would reject the submission (a failed run), or None.
+
+    A missing case or an unreadable one (case errors of kind missing / format) is a rejection unless
+    the challenge fills missing cases; files that match no case are ignored, and a readable case
+    with wrong values is scored by the grader at its worst value.
+    """
+    if challenge in FILLS_MISSING_CASES:
+        return None
+    missing = track.missing_cases
+    extra = set(track.extra_files)
+    unreadable = [e.case for e in track.errors_of(CaseKind.FORMAT) if e.case not in extra]
+    if not missing and not unreadable:
+        return None
+    parts = ([f"{len(missing)} of {track.n_cases} cases missing ({', '.join(missing[:3])})"] if missing else []) \
+        + ([f"{len(unreadable)} unreadable ({', '.join(unreadable[:3])})"] if unreadable else [])
+    return "incomplete submission: " + "; ".join(parts) + ": the challenge's reference grader rejects it"
 
 
 def leaderboard_for(task) -> Leaderboard:
@@ -67,9 +93,18 @@ def result_section(task, track, outputs: Path, data, record) -> dict[str, Any] |
     section["n_humans"] = board.n_humans
     from .capabilities import heuristic_report
 
-    section["capabilities"] = heuristic_report(record.conversation)
+    try:
+        section["capabilities"] = heuristic_report(record.conversation)
+    except Exception as e:  # the capability judge never costs a run its result
+        section["capabilities"] = {"judge": "heuristic", "error": f"{type(e).__name__}: {e}"[:300]}
     if record.disqualified or not record.submitted or track.n_valid == 0:
         section["failed"] = True  # counts 0 in the benchmark rank
+        section["failed_reason"] = ("disqualified" if record.disqualified else "no submission" if not record.submitted
+                                    else "no readable case")
+        return section
+    reason = rejection(rex.challenge, track)
+    if reason:
+        section.update(failed=True, failed_reason=reason)
         return section
     values, problem = metric_values(task, track, outputs, data.private, data.public)
     if problem:

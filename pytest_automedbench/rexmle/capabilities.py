@@ -8,22 +8,24 @@ strategy was executed) or 0 (absent, ambiguous, or only planned). Two summaries 
     any_evidence   1 when any fragment scored 1            (per-run: "did the run ever do it")
     fragment_mean  mean of the fragments' 0/1 scores        (what ReX-MLE's published Figure 4 used)
 
-Two judges fill the same report: `heuristic_report` (offline, patterns over the code of cells that
-ran successfully; a plan in prose never counts) and `llm_report` (a model asked for JSON per
-strategy, through `Agent.respond(conversation, tools=[])`).
+Two judges fill the same report: `heuristic_report` (offline: each cell read as code with the stage
+judge's reader, judge/code.py, so comments, strings and a plan in prose never count; a strategy
+needs a call or a computed name in code that ran, in a cell that exited 0 and printed something or
+wrote a file) and `llm_report` (a model asked for JSON per strategy, through
+`Agent.respond(conversation, tools=[])`).
 """
 from __future__ import annotations
 
-import io
 import json
 import re
-import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+
+from ..judge.code import CodeFacts, read_cell
 
 STRATEGIES_FILE = Path(__file__).with_name("strategies.yaml")
 FRAGMENT_CHARS = 15000
@@ -43,7 +45,24 @@ class Strategy:
     key: str
     name: str
     criteria: str
-    patterns: tuple[re.Pattern, ...]
+    calls: tuple[re.Pattern, ...] = ()  # resolved names of calls that ran
+    names: tuple[re.Pattern, ...] = ()  # names bound to computed values, functions called
+    loops: tuple[re.Pattern, ...] = ()  # loop variables
+    runs_scripts: bool = False  # a script a cell wrote, run by a later cell
+
+    def found(self, facts: CodeFacts) -> tuple[str, int | None] | None:
+        """(what, line) of the first piece of code that shows the strategy, or None."""
+        for pattern in self.calls:
+            hit = next((n for n in facts.calls if pattern.search(n)), None)
+            if hit:
+                return hit, facts.calls[hit]
+        for kind, patterns in (("names", self.names), ("loops", self.loops)):
+            hit = next((n for n in sorted(getattr(facts, kind)) for p in patterns if p.search(n)), None)
+            if hit:
+                return hit, None
+        if self.runs_scripts and facts.runs:
+            return f"runs {facts.runs[0]}", None
+        return None
 
 
 @dataclass
@@ -54,13 +73,18 @@ class Entry:
     code: str | None = None
     ok: bool = False  # the cell ran and exited 0
     cell: int | None = None
+    language: str = "python"
+    printed: bool = False  # it printed something besides its exit code
+    facts: CodeFacts | None = field(default=None, repr=False)
 
 
 @lru_cache(maxsize=4)
 def load_strategies(path: Path = STRATEGIES_FILE) -> tuple[Strategy, ...]:
     raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    compiled = lambda s, k: tuple(re.compile(p, re.I) for p in (s.get("evidence") or {}).get(k, ()))  # noqa: E731
     return tuple(Strategy(int(s["id"]), s["key"], s["name"], " ".join(s["criteria"].split()),
-                          tuple(re.compile(p, re.I) for p in s.get("patterns", ())))
+                          compiled(s, "calls"), compiled(s, "names"), compiled(s, "loops"),
+                          bool((s.get("evidence") or {}).get("runs_scripts")))
                  for s in raw)
 
 
@@ -69,6 +93,7 @@ def log_entries(conversation: list[dict[str, Any]]) -> list[Entry]:
     results = {m.get("tool_call_id"): str(m.get("content") or "") for m in conversation if m.get("role") == "tool"}
     entries: list[Entry] = []
     cell = 0
+    scripts: dict[str, str] = {}
     for m in conversation:
         if m.get("role") != "assistant":
             continue
@@ -80,10 +105,14 @@ def log_entries(conversation: list[dict[str, Any]]) -> list[Entry]:
                 continue
             args = call.get("arguments") or {}
             code, out = str(args.get("code") or ""), results.get(call.get("id"), "(no result)")
+            language = "bash" if args.get("language") == "bash" else "python"
             ok = out.startswith("exit_code: 0") and "(timed out)" not in out.splitlines()[0]
-            text = (f"[cell {cell}] {args.get('language', 'python')}\n{code}\n[result]\n"
+            printed = ok and bool("".join(out.splitlines()[1:]).strip())
+            facts = read_cell(code, language, scripts)
+            scripts.update(facts.scripts)
+            text = (f"[cell {cell}] {language}\n{code}\n[result]\n"
                     f"{out if len(out) <= OUTPUT_CHARS else out[:200] + ' ... ' + out[-OUTPUT_CHARS:]}")
-            entries.append(Entry(text, code, ok, cell))
+            entries.append(Entry(text, code, ok, cell, language, printed, facts))
             cell += 1
     return entries
 
@@ -95,7 +124,7 @@ def fragments(entries: list[Entry], max_chars: int = FRAGMENT_CHARS) -> list[lis
     size = 0
     for e in entries:
         if len(e.text) > max_chars:
-            e = Entry(e.text[:max_chars], e.code, e.ok, e.cell)
+            e = Entry(e.text[:max_chars], e.code, e.ok, e.cell, e.language, e.printed, e.facts)
         if current and size + len(e.text) > max_chars:
             out.append(current)
             current, size = [], 0
@@ -123,51 +152,24 @@ def _summarise(judge: str, scores: list[dict[int, tuple[int, str]]], strategies:
             "errors": errors or []}
 
 
-_COMMENT = re.compile(r"(?m)(^|\s)#.*$")
-_WRITES_SCRIPT = re.compile(r"\.(py|sh)\b")
-
-
-def executable_text(code: str) -> str:
-    """The code a cell executes with comments and prose blanked out (same lines and columns).
-
-    Comments and string literals (labels of a diagram, a plan written to plan.md, messages) never
-    count as evidence, except in a cell that writes a script (.py / .sh): there the strings are
-    the script a later cell runs.
-    """
-    if _WRITES_SCRIPT.search(_COMMENT.sub(r"\1", code)):
-        return _COMMENT.sub(r"\1", code)
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return _COMMENT.sub(r"\1", code)  # not Python (bash) or broken: comments only
-    starts = [0]
-    for line in code.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    chars = list(code)
-    for t in tokens:
-        if t.type in (tokenize.STRING, tokenize.COMMENT):
-            a, b = starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1]
-            chars[a:b] = [c if c == "\n" else " " for c in chars[a:b]]
-    return "".join(chars)
-
-
 def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGMENT_CHARS) -> dict[str, Any]:
-    """Offline judge: a strategy scores 1 in a fragment when a successfully executed cell's code matches."""
+    """Offline judge: a strategy scores 1 in a fragment when code that ran shows it (Strategy.found)
+    in a cell that exited 0 and printed something or wrote a file."""
     strategies = load_strategies()
     frags = fragments(log_entries(conversation), max_chars)
     scores: list[dict[int, tuple[int, str]]] = []
     for frag in frags:
         found: dict[int, tuple[int, str]] = {}
-        for s in strategies:
-            for e in frag:
-                if not (e.ok and e.code):
+        for e in frag:
+            if not (e.ok and e.facts is not None and (e.printed or e.facts.writes)):
+                continue
+            for s in strategies:
+                if s.id in found:
                     continue
-                code = executable_text(e.code)
-                m = next((m for p in s.patterns if (m := p.search(code))), None)
-                if m:
-                    line = (e.code.splitlines() or [""])[code.count("\n", 0, m.start())].strip()
-                    found[s.id] = (1, f"cell {e.cell}: {line[:160]}")
-                    break
+                hit = s.found(e.facts)
+                if hit:
+                    what, line = hit
+                    found[s.id] = (1, f"cell {e.cell}: {what}" + (f" ({e.facts.line(line)[:120]})" if line else ""))
         scores.append(found)
     return _summarise("heuristic", scores, strategies)
 

@@ -27,8 +27,10 @@ def isles22(task, outputs: Path, private: Path, public: Path) -> dict[str, float
     """ISLES'22: mean Dice, lesion-wise F1, |lesion count difference| and |volume difference| (ml).
 
     Follows the challenge's definitions (lesions are 26-connected components; a reference lesion
-    counts as found when any predicted voxel overlaps it). A missing or unreadable case scores Dice
-    and F1 0, and its whole reference lesion count and volume as the differences.
+    counts as found when any predicted voxel overlaps it). ReX-MLE's grade.py rejects a submission
+    with a missing or unreadable case, so such a run is failed before ranking (rexmle.rejection);
+    in these values, kept as diagnostics, such a case scores as an empty mask (Dice and F1 0, its
+    whole reference lesion count and volume as the differences).
     """
     dices, f1s, counts, volumes = [], [], [], []
     for case in case_ids(private / "labels"):

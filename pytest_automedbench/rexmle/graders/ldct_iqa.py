@@ -10,8 +10,9 @@ def ldct_iqa(task, outputs: Path, private: Path, public: Path) -> dict[str, floa
     """LDCT-IQA: score = |PLCC| + |SROCC| + |KROCC| between predicted and radiologists' scores.
 
     outputs/predictions.csv (patient_id,label: the shared classification format, the id being the
-    image's) against private/labels.csv; a missing image is
-    predicted as the mean of the others (it cannot help the correlation); no predictions -> {}.
+    image's) against private/labels.csv. A missing image gives no values ({}): ReX-MLE's grade.py
+    rejects a submission without a prediction for every image (the run is failed before ranking,
+    rexmle.rejection); filling the gap would rank a partial submission as if it were whole.
     """
     import pandas as pd
     from scipy import stats
@@ -23,9 +24,8 @@ def ldct_iqa(task, outputs: Path, private: Path, public: Path) -> dict[str, floa
     except (OSError, KeyError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
         return {}
     values = ref["patient_id"].map(pred)
-    if values.notna().sum() < 2:
+    if values.isna().any() or len(values) < 2:
         return {}
-    values = values.fillna(values.mean())
     truth = ref["label"].astype(float)
     plcc = abs(stats.pearsonr(values, truth)[0])
     srocc = abs(stats.spearmanr(values, truth)[0])

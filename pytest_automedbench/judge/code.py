@@ -1,0 +1,667 @@
+"""Reading a cell as code: what it ran, never what it says (Python `ast`, shell word splitting).
+
+`read_cell(code, language, scripts)` returns the cell's `CodeFacts`. Comments are never read and
+string literals only as what they are in code: a path (is it under the outputs folder? does it
+name one case file? a weights file?) or the text of a script a cell writes and a later cell runs.
+
+Values are followed through the cell by a small data-flow pass: a name holds input data when it
+comes from a reader (`nib.load`, `Image.open`, `json.load`, a listing of the public folder...),
+output data when read from the outputs folder, a model when a loader or a network class built
+it, and a *result* when a method (any call that is not plumbing, a reader, a writer or a check)
+was applied to data. Checks count on results and outputs, never on constants; a call inside a
+function counts only when the function is called; code after `if False:` or inside a `try` whose
+failure is swallowed (`except: pass`) proves nothing.
+"""
+from __future__ import annotations
+
+import ast
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable, Mapping
+
+from . import vocabulary as V
+
+IN, OUTP, OUT, RES, MODEL, ONE, LIST, OPTIM, HANDLE = (
+    "in", "outpath", "out", "result", "model", "one", "list", "optim", "handle")
+PROP = "prop:"  # + a compatibility property of the input (shape, spacing, ...) the value carries
+DATA = frozenset({IN, OUT, RES})
+LOOKED_AT = frozenset({OUT, RES})  # what a check must look at to be validation
+
+
+@dataclass
+class CodeFacts:
+    """What a cell's code did, line by line (lines are 1-based in the cell's code)."""
+
+    lines: list[str] = field(default_factory=list)
+    parsed: bool = True
+    imports: set[str] = field(default_factory=set)  # packages imported
+    calls: dict[str, int] = field(default_factory=dict)  # resolved name of each call that ran -> line
+    names: set[str] = field(default_factory=set)  # names bound to computed values, defs called
+    loops: set[str] = field(default_factory=set)  # loop variables (for / comprehension targets)
+    methods: list[int] = field(default_factory=list)  # a method applied to data
+    methods_one: list[int] = field(default_factory=list)  # ... to one case
+    model_calls: list[int] = field(default_factory=list)  # a model object called on data
+    models: list[int] = field(default_factory=list)  # a model built or loaded
+    weights: list[tuple[int, list[str]]] = field(default_factory=list)  # weights loaded: line, file names
+    device: list[int] = field(default_factory=list)
+    training: list[int] = field(default_factory=list)
+    input_props: dict[str, int] = field(default_factory=dict)  # property kind of the input -> line
+    range_checks: list[int] = field(default_factory=list)  # values of results / outputs checked
+    shape_checks: list[int] = field(default_factory=list)  # shapes / counts of results / outputs checked
+    inspected: list[int] = field(default_factory=list)  # results / outputs printed or asserted
+    asserts: int = 0
+    singles: list[int] = field(default_factory=list)  # one case picked from a collection
+    writes: set[str] = field(default_factory=set)  # file names written
+    scripts: dict[str, str] = field(default_factory=dict)  # script file name -> source this cell wrote
+    runs: list[str] = field(default_factory=list)  # scripts this cell ran
+    installs: list[int] = field(default_factory=list)
+    env_checks: list[int] = field(default_factory=list)
+
+    def line(self, n: int | None) -> str:
+        if n is None or not 0 < n <= len(self.lines):
+            return ""
+        return self.lines[n - 1].strip()[:120]
+
+    def merge(self, other: "CodeFacts", at: int) -> None:
+        """Fold a script this cell ran into its facts (its evidence cites the running line)."""
+        for name in ("methods", "methods_one", "model_calls", "models", "device", "training", "range_checks",
+                     "shape_checks", "inspected", "singles", "installs", "env_checks"):
+            getattr(self, name).extend(at for _ in getattr(other, name)[:1])
+        self.weights += [(at, files) for _, files in other.weights]
+        self.imports |= other.imports
+        self.names |= other.names
+        self.loops |= other.loops
+        self.writes |= other.writes
+        self.scripts.update(other.scripts)
+        self.runs += other.runs
+        self.asserts += other.asserts
+        for k in other.input_props:
+            self.input_props.setdefault(k, at)
+        for k in other.calls:
+            self.calls.setdefault(k, at)
+
+
+@lru_cache(maxsize=512)
+def _read_cached(code: str, language: str, scripts: tuple[tuple[str, str], ...], depth: int) -> CodeFacts:
+    if language == "bash":
+        return _Shell(code, dict(scripts), depth).facts
+    return _Python(code, dict(scripts), depth).facts
+
+
+def read_cell(code: str | None, language: str | None = "python", scripts: Mapping[str, str] | None = None,
+              depth: int = 0) -> CodeFacts:
+    """The facts of one cell; `scripts` are files earlier cells wrote (name -> source), for runs of them."""
+    return _read_cached(code or "", language or "python", tuple(sorted((scripts or {}).items())), depth)
+
+
+def _file_name(value: str) -> str:
+    return posixpath.basename(value.rstrip("/"))
+
+
+def _constant_tags(value: str) -> set[str]:
+    tags = set()
+    if any(m in value for m in V.OUTPUT_MARKERS) or value.strip("/") == "outputs" or value.startswith("outputs/"):
+        tags.add(OUTP)
+    if "AMB_PUBLIC_DIR" in value or value.startswith("/data/public"):
+        tags.add(IN)
+    if V.CASE_FILE.match(_file_name(value)) and "*" not in value:
+        tags |= {IN, ONE}
+    return tags
+
+
+def _strings(node: ast.AST) -> list[str]:
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _path_name(node: ast.AST | None) -> str | None:
+    """The file name a path expression ends with (its last string constant that looks like a file)."""
+    if node is None:
+        return None
+    names = [_file_name(s) for s in _strings(node) if "." in _file_name(s) and len(s) < 300 and "\n" not in s]
+    return names[-1] if names else None
+
+
+def _swallows(handler: ast.ExceptHandler) -> bool:
+    """An except clause that hides the failure: only pass / continue / constants / plain assignments."""
+    return all(isinstance(s, (ast.Pass, ast.Continue, ast.Break))
+               or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+               or (isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)) for s in handler.body)
+
+
+def _falsy(test: ast.AST) -> bool | None:
+    """True / False for a constant test (`if False:`, `if 0:`, `while 0:`), else None."""
+    if isinstance(test, ast.Constant):
+        return not test.value
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Constant):
+        return bool(test.operand.value)
+    return None
+
+
+class _Python:
+    def __init__(self, code: str, scripts: dict[str, str], depth: int):
+        self.facts = CodeFacts(lines=code.splitlines())
+        self.scripts, self.depth = scripts, depth
+        self.alias: dict[str, str] = {}
+        self.tags: dict[str, set[str]] = {}
+        self.handles: dict[str, str] = {}
+        self.defs: dict[str, ast.FunctionDef] = {}
+        self.model_classes: set[str] = set()
+        self.def_tags: dict[str, set[str]] = {}  # def name -> what calling it gives
+        self.active: set[str] = set()
+        self.returns: list[set[str]] = []
+        self.quiet = 0
+        self.checks_returncode = False
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError):
+            self.facts.parsed = False
+            return
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defs.setdefault(node.name, node)
+        self.checks_returncode = any(
+            isinstance(n, (ast.Assert, ast.If)) and any(isinstance(a, ast.Attribute) and a.attr == "returncode"
+                                                        for a in ast.walk(n.test)) for n in ast.walk(tree))
+        try:
+            self.block(tree.body)
+        except RecursionError:  # absurdly nested code: what was read so far stands
+            pass
+
+    # -- evidence --------------------------------------------------------------------------
+    def note(self, kind: str, line: int) -> None:
+        if not self.quiet:
+            getattr(self.facts, kind).append(line)
+
+    # -- statements ------------------------------------------------------------------------
+    def block(self, stmts: Iterable[ast.stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+            if self.exits(s):  # sys.exit(0) first and "exit 0" is no evidence of what follows
+                break
+
+    def exits(self, s: ast.stmt) -> bool:
+        if isinstance(s, ast.Raise):
+            return True
+        return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+            self.dotted(s.value.func) in ("sys.exit", "exit", "quit", "os._exit", "os.abort")
+
+    def stmt(self, s: ast.stmt) -> None:  # noqa: C901 (one branch per statement kind)
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            self.imports(s)
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return  # runs when called
+        elif isinstance(s, ast.ClassDef):
+            bases = [self.dotted(b) for b in s.bases]
+            if any(b.endswith("Module") or V.MODEL_MODULES.match(b) for b in bases):
+                self.model_classes.add(s.name)
+        elif isinstance(s, ast.Assign):
+            pairs = self.unpacked(s.targets, s.value)
+            if pairs:  # a, b = x, y: each name takes its own value
+                for target, value in pairs:
+                    self.bind(target, self.expr(value), value)
+            else:
+                t = self.expr(s.value)
+                for target in s.targets:
+                    self.bind(target, t, s.value)
+        elif isinstance(s, (ast.AnnAssign, ast.AugAssign)) and s.value is not None:
+            t = self.expr(s.value) | (self.expr(s.target) if isinstance(s, ast.AugAssign) else set())
+            self.bind(s.target, t, s.value)
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self.bind(s.target, self.expr(s.iter), None)
+            self.loop(s.target)
+            self.block(s.body)
+            self.block(s.orelse)
+        elif isinstance(s, ast.While):
+            if _falsy(s.test) is not True:
+                self.expr(s.test, check=True)
+                self.block(s.body)
+            self.block(s.orelse)
+        elif isinstance(s, ast.If):
+            constant = _falsy(s.test)
+            if constant is None:
+                t = self.expr(s.test, check=True)
+                if any(isinstance(x, ast.Raise) for x in ast.walk(s)):
+                    if t & LOOKED_AT:
+                        self.note("inspected", s.lineno)
+                    self.shown(t, s.lineno)
+            if constant is not True:
+                self.block(s.body)
+            if constant is not False:
+                self.block(s.orelse)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            for item in s.items:
+                t = self.expr(item.context_expr)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, t, item.context_expr)
+            self.block(s.body)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            hidden = any(_swallows(h) for h in s.handlers)
+            self.quiet += hidden
+            self.block(s.body)
+            self.quiet -= hidden
+            for h in s.handlers:
+                self.block(h.body)
+            self.block(s.orelse)
+            self.block(s.finalbody)
+        elif isinstance(s, ast.Assert):
+            if not self.quiet:
+                self.facts.asserts += 1
+            t = self.expr(s.test, check=True)
+            if t & LOOKED_AT:
+                self.note("inspected", s.lineno)
+            self.shown(t, s.lineno)
+        elif isinstance(s, ast.Return):
+            if s.value is not None and self.returns:
+                self.returns[-1] |= self.expr(s.value)
+        elif isinstance(s, ast.Expr):
+            self.expr(s.value)
+        else:
+            for child in ast.iter_child_nodes(s):
+                if isinstance(child, ast.expr):
+                    self.expr(child)
+                elif isinstance(child, ast.stmt):
+                    self.stmt(child)
+
+    @staticmethod
+    def unpacked(targets: list[ast.expr], value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+        seq = (ast.Tuple, ast.List)
+        if len(targets) == 1 and isinstance(targets[0], seq) and isinstance(value, seq) \
+                and len(targets[0].elts) == len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
+            return list(zip(targets[0].elts, value.elts))
+        return []
+
+    def imports(self, s: ast.Import | ast.ImportFrom) -> None:
+        for a in s.names:
+            if isinstance(s, ast.Import):
+                self.alias[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                module = a.name
+            else:
+                module = s.module or ""
+                self.alias[a.asname or a.name] = f"{module}.{a.name}" if module else a.name
+            if not self.quiet and module:
+                self.facts.imports.add(module.split(".")[0])
+
+    def bind(self, target: ast.AST, tags: set[str], value: ast.AST | None) -> None:
+        if isinstance(target, ast.Name):
+            self.tags[target.id] = set(tags)
+            if HANDLE in tags and value is not None:
+                self.handles[target.id] = _path_name(value) or ""
+            if value is not None and any(isinstance(n, (ast.Call, ast.comprehension)) for n in ast.walk(value)):
+                if not self.quiet:
+                    self.facts.names.add(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self.bind(elt, tags, value)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, tags, value)
+
+    def shown(self, tags: set[str], line: int) -> None:
+        """Properties of the input printed or checked: what a compatibility check shows."""
+        for t in tags:
+            if t.startswith(PROP) and not self.quiet:
+                self.facts.input_props.setdefault(t[len(PROP):], line)
+
+    def loop(self, target: ast.AST) -> None:
+        if not self.quiet:
+            self.facts.loops |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+    # -- expressions -----------------------------------------------------------------------
+    def dotted(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Name):
+            return self.alias.get(node.id, node.id)
+        if isinstance(node, ast.Attribute):
+            return f"{self.dotted(node.value)}.{node.attr}"
+        if isinstance(node, ast.Call):
+            return f"{self.dotted(node.func)}()"
+        if isinstance(node, ast.Subscript):
+            return f"{self.dotted(node.value)}[]"
+        return "?"
+
+    def expr(self, node: ast.AST | None, check: bool = False) -> set[str]:  # noqa: C901
+        if node is None:
+            return set()
+        if isinstance(node, ast.Name):
+            return set(self.tags.get(node.id, ()))
+        if isinstance(node, ast.Constant):
+            return _constant_tags(node.value) if isinstance(node.value, str) and len(node.value) < 300 else set()
+        if isinstance(node, ast.Call):
+            return self.call(node, check)
+        if isinstance(node, ast.Attribute):
+            t = self.expr(node.value, check)
+            if node.attr in V.COMPAT_PROPS and IN in t and not t & LOOKED_AT:
+                t = t | {PROP + V.COMPAT_PROPS[node.attr]}  # a property of the input: counts once shown
+            if check and node.attr in V.SHAPE_ATTRS and t & LOOKED_AT:
+                self.note("shape_checks", node.lineno)
+            return t - {ONE} if node.attr in V.SHAPE_ATTRS else t
+        if isinstance(node, ast.Subscript):
+            t = self.expr(node.value, check) | self.expr(node.slice, check)
+            if t & (DATA | {LIST}) and self.first_item(node.slice):
+                self.note("singles", node.lineno)
+                t = t | {ONE}
+            return t
+        if isinstance(node, ast.Compare):
+            t = self.expr(node.left, check)
+            for c in node.comparators:
+                t |= self.expr(c, check)
+            if check and t & LOOKED_AT:
+                shape = LIST in t or any(
+                    (isinstance(n, ast.Attribute) and n.attr in V.SHAPE_ATTRS)
+                    or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len")
+                    for n in ast.walk(node))
+                self.note("shape_checks" if shape else "range_checks", node.lineno)
+            elif not check and t & DATA and isinstance(node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE)):
+                self.note("methods", node.lineno)  # a threshold applied to data is a method
+                if ONE in t:
+                    self.note("methods_one", node.lineno)
+                return t | {RES}
+            return t
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for gen in node.generators:
+                self.bind(gen.target, self.expr(gen.iter, check), None)
+                self.loop(gen.target)
+                for cond in gen.ifs:
+                    self.expr(cond, check=True)
+            if isinstance(node, ast.DictComp):
+                return self.expr(node.key, check) | self.expr(node.value, check)
+            return self.expr(node.elt, check)
+        if isinstance(node, ast.Lambda):
+            return self.expr(node.body, check)
+        if isinstance(node, ast.IfExp):  # a value chosen by a test on data ("yes" if x.mean() > t) is a decision
+            return self.expr(node.test, check) | self.expr(node.body, check) | self.expr(node.orelse, check)
+        if isinstance(node, ast.NamedExpr):
+            t = self.expr(node.value, check)
+            self.bind(node.target, t, node.value)
+            return t
+        t: set[str] = set()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                t |= self.expr(child, check)
+            elif isinstance(child, ast.keyword):
+                t |= self.expr(child.value, check)
+        return t
+
+    @staticmethod
+    def first_item(s: ast.AST) -> bool:
+        """[0], [-1], [:1], [0:1]: one item of a collection."""
+        if isinstance(s, ast.Constant) and s.value in (0, -1) and not isinstance(s.value, bool):
+            return True
+        if isinstance(s, ast.UnaryOp) and isinstance(s.operand, ast.Constant) and s.operand.value == 1:
+            return True
+        if isinstance(s, ast.Slice) and s.step is None and isinstance(s.upper, ast.Constant) and s.upper.value == 1:
+            return s.lower is None or (isinstance(s.lower, ast.Constant) and s.lower.value == 0)
+        return False
+
+    def call(self, node: ast.Call, check: bool) -> set[str]:  # noqa: C901 (the classification of a call)
+        name = self.dotted(node.func)
+        last = name.rsplit(".", 1)[-1]
+        line = node.lineno
+        func = node.func
+        receiver = self.expr(func.value, check) if isinstance(func, ast.Attribute) else \
+            set(self.tags.get(func.id, ())) if isinstance(func, ast.Name) else self.expr(func, check)
+        inspecting = last in ("print", "pprint", "display") or name.startswith(("logging.", "logger.", "log."))
+        arg_check = check or inspecting or last in V.RANGE_CHECKS or last in V.SHAPE_CHECKS
+        args = set()
+        for a in node.args:
+            args |= self.expr(a, arg_check)
+        keywords = {k.arg for k in node.keywords if k.arg}
+        for k in node.keywords:
+            args |= self.expr(k.value, arg_check)
+        given = args | receiver
+        if not self.quiet:
+            self.facts.calls.setdefault(name, line)
+        if keywords & V.DEVICE_KEYWORDS or last in V.DEVICE_CALLS and (
+                name.startswith("torch") or given & (DATA | {MODEL}) or last in ("cuda", "to")):
+            self.note("device", line)
+        if last in V.TRAINING_METHODS or (last == "step" and OPTIM in receiver) or name.endswith("trainer.train"):
+            self.note("training", line)
+        if inspecting:
+            if given & LOOKED_AT:
+                self.note("inspected", line)
+            self.shown(given, line)
+            return given
+        if self.runs_script(node, name, line):
+            return set()
+        if last in V.WEIGHT_LOADERS or any(name == c or name.endswith("." + c) for c in V.WEIGHT_LOADER_CALLS) \
+                or (last.startswith("load") and not V.plumbing_module(name) and self.weight_files(node)):
+            if not self.quiet:
+                self.facts.weights.append((line, self.weight_files(node)))
+            self.note("models", line)
+            return {MODEL}
+        if last in self.model_classes or (last[:1].isupper() and V.MODEL_MODULES.match(name)) or (
+                last.startswith("load_") and not V.plumbing_module(name) and last not in V.READERS):
+            self.note("models", line)
+            return {OPTIM} if ".optim." in f".{name}" else {MODEL}
+        if last in V.CONSTANT_MAKERS or ".random." in f".{name}.":
+            return set()
+        if self.writes(node, name, last):
+            return {HANDLE}
+        if last in V.LISTERS:
+            return ({OUT, LIST} if given & {OUTP, OUT} else {IN, LIST}) | (given & {ONE})
+        if last in V.READERS:
+            return ({OUT} if given & {OUTP, OUT} else {IN}) | (given & {ONE})
+        prop = {PROP + V.COMPAT_PROPS[last]} if last in V.COMPAT_PROPS and IN in given and not given & LOOKED_AT \
+            else set()
+        if last in V.COMPAT_PROPS and last not in V.RANGE_CHECKS:  # a property read: get_zooms(), affine ...
+            return given | prop
+        given = given | prop
+        if last in V.RANGE_CHECKS or last in V.SHAPE_CHECKS or (last.startswith("is") and last not in V.BUILTINS):
+            if given & LOOKED_AT:
+                shape = last in V.SHAPE_CHECKS or LIST in given
+                self.note("shape_checks" if shape else "range_checks", line)
+            return given - {ONE} if last in V.SHAPE_CHECKS else given
+        if last in self.defs and isinstance(func, ast.Name):
+            return self.call_def(last, given, line)
+        if last in V.BUILTINS or last in V.PLUMBING_NAMES or V.plumbing_module(name):
+            return given
+        if given & DATA:  # anything else applied to data: the method
+            self.note("methods", line)
+            if ONE in given:
+                self.note("methods_one", line)
+            if MODEL in given:
+                self.note("model_calls", line)
+            return {RES} | (given & {ONE})
+        return given
+
+    def call_def(self, name: str, given: set[str], line: int) -> set[str]:
+        if name not in self.def_tags and name not in self.active:
+            node = self.defs[name]
+            self.active.add(name)
+            before = len(self.facts.methods), len(self.facts.model_calls)
+            for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
+                self.tags.setdefault(a.arg, {IN})
+            self.returns.append(set())
+            self.block(node.body)
+            returned = self.returns.pop()
+            did = (len(self.facts.methods), len(self.facts.model_calls)) != before
+            self.def_tags[name] = returned | ({RES} if did else set())
+            self.active.discard(name)
+        if not self.quiet:
+            self.facts.names.add(name)
+        out = set(self.def_tags.get(name, ()))
+        if RES in out and given & DATA:
+            self.note("methods", line)
+            if ONE in given:
+                self.note("methods_one", line)
+            return out | (given & {ONE})
+        return out | (given & DATA)
+
+    def weight_files(self, node: ast.Call) -> list[str]:
+        return [_file_name(s) for s in _strings(node) if V.WEIGHT_FILE.search(s) and len(s) < 300]
+
+    def writes(self, node: ast.Call, name: str, last: str) -> bool:
+        """A write: open(.., "w"), .write_text(...), savefig, np.save, nib.save ...; scripts are kept."""
+        if last == "open":
+            mode = [s for s in _strings(node) if len(s) <= 3 and set(s) <= set("rwabxt+")]
+            if not any(c in "wax" for m in mode for c in m):
+                return False
+            target = _path_name(node.args[0]) if node.args else None
+            if target and not self.quiet:
+                self.facts.writes.add(target)
+            return True
+        if last not in V.WRITERS:
+            return False
+        func = node.func
+        holder = func.value if isinstance(func, ast.Attribute) else None
+        if last in ("write", "write_text"):
+            target = self.handles.get(holder.id) if isinstance(holder, ast.Name) and holder.id in self.handles \
+                else _path_name(holder)
+            text = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+        else:
+            target = next((n for n in map(_path_name, node.args[::-1]) if n), None)
+            text = None
+        if target and not self.quiet:
+            self.facts.writes.add(target)
+            if isinstance(text, str) and target.endswith((".py", ".sh")):
+                self.facts.scripts[target] = text
+        return True
+
+    def runs_script(self, node: ast.Call, name: str, line: int) -> bool:
+        """subprocess / os.system / runpy / exec(open(..).read()) running a script a cell wrote."""
+        if name in ("os.system", "subprocess.getoutput") and node.args:
+            shell = " ".join(s for s in _strings(node.args[0]))
+            self.merge(_Shell(shell, self.scripts, self.depth + 1).facts, line)
+            return True
+        if name.startswith("subprocess.") or name in ("runpy.run_path", "exec"):
+            # A child's failure does not fail the cell unless checked: check=True, check_call /
+            # check_output, or an assert / if on its returncode.
+            checked = name in ("runpy.run_path", "exec", "subprocess.check_call", "subprocess.check_output") or any(
+                k.arg == "check" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in node.keywords) or self.checks_returncode
+            for s in _strings(node):
+                script = _file_name(s)
+                if script.endswith((".py", ".sh")):
+                    self.quiet += not checked
+                    self.run(script, line)
+                    self.quiet -= not checked
+            return name != "exec"
+        return False
+
+    def run(self, script: str, line: int) -> None:
+        if not self.quiet:
+            self.facts.runs.append(script)
+        known = {**self.scripts, **self.facts.scripts}  # written by an earlier cell or earlier in this one
+        source = known.get(script)
+        if source is not None and self.depth < 3:
+            self.merge(read_cell(source, "bash" if script.endswith(".sh") else "python", known, self.depth + 1), line)
+
+    def merge(self, other: CodeFacts, line: int) -> None:
+        if not self.quiet:
+            self.facts.merge(other, line)
+
+
+SHELL_PLUMBING = frozenset(
+    "cd echo printf cat mkdir rm cp mv ln touch chmod chown export set source true false test [ which env "
+    "date sleep xargs tar unzip gzip gunzip curl wget git basename dirname realpath readlink file df ps kill "
+    "pwd head tail grep sed awk sort uniq tee cut tr exit trap wait nohup time sudo unset alias type".split())
+SHELL_LISTING = frozenset("ls find du wc stat tree".split())
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+
+
+class _Shell:
+    """A bash cell: its exit status is its last command's, so a command is evidence only when its
+    failure would have failed the cell: under `set -e`, the last command, or before `&&` (a
+    command before `||` never is, and nothing after `exit` runs)."""
+
+    def __init__(self, code: str, scripts: dict[str, str], depth: int):
+        self.facts = CodeFacts(lines=code.splitlines())
+        self.scripts, self.depth = dict(scripts), depth
+        lines, i, commands = self.facts.lines, 0, []
+        while i < len(lines):
+            line, body, start = lines[i], None, i + 1
+            m = _HEREDOC.search(line)
+            if m:
+                end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == m.group(2)), len(lines))
+                body = "\n".join(lines[i + 1:end])
+                line = line[:m.start()] + line[m.end():]
+                i = end
+            commands += [(words, sep, body, start) for words, sep in self.commands(line)]
+            i += 1
+        errexit, ignored = False, CodeFacts()
+        for n, (words, sep, body, start) in enumerate(commands):
+            if words[0] == "set":
+                flags = " ".join(words[1:])
+                on = bool(re.search(r"(^|\s)-\w*e|errexit", flags))
+                errexit = (errexit or on) and not re.search(r"\+\w*e", flags)
+            if words[0] == "exit":
+                break
+            counts = sep != "||" and (errexit or sep in ("&&", "|") or n == len(commands) - 1)
+            if not counts:  # its failure would not show: read it, but keep nothing but the scripts it writes
+                kept, self.facts = self.facts, ignored
+                self.command(words, body, start)
+                self.facts = kept
+                self.facts.scripts.update(ignored.scripts)
+                continue
+            self.command(words, body, start)
+
+    @staticmethod
+    def commands(line: str) -> list[tuple[list[str], str]]:
+        """(words, the separator after them) of each command on the line."""
+        try:
+            lex = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
+            lex.whitespace_split, lex.commenters = True, "#"
+            tokens = list(lex)
+        except ValueError:  # an unclosed quote: not a command we can read
+            return []
+        out, current = [], []
+        for t in tokens:
+            if t in (";", "&&", "||", "|", "&"):
+                out.append((current, t))
+                current = []
+            else:
+                current.append(t)
+        out.append((current, ""))
+        return [(c, sep) for c, sep in out if c]
+
+    def command(self, words: list[str], body: str | None, line: int) -> None:  # noqa: C901
+        while words and (re.match(r"^\w+=", words[0]) or words[0] in ("sudo", "time", "nohup", "exec", "env")):
+            words = words[1:]
+        if not words:
+            return
+        f, prog = self.facts, words[0]
+        f.calls.setdefault(prog, line)
+        redirect = words[words.index(">") + 1] if ">" in words[:-1] else None
+        if redirect and body is not None and redirect.endswith((".py", ".sh")):
+            f.scripts[_file_name(redirect)] = body
+            self.scripts[_file_name(redirect)] = body
+        if redirect:
+            f.writes.add(_file_name(redirect))
+        if V.PYTHONS.match(prog) and len(words) > 2 and words[1] == "-m" and words[2] == "pip":
+            words, prog = words[2:], "pip"
+        if prog in V.INSTALLERS:
+            (f.installs if "install" in words else f.env_checks).append(line)
+            return
+        if prog in V.ENV_COMMANDS:
+            f.env_checks.append(line)
+            return
+        if V.PYTHONS.match(prog):
+            rest = words[1:]
+            if not rest or rest[0] in ("--version", "-V"):
+                f.env_checks.append(line)
+            if rest[:1] == ["-c"] and len(rest) > 1:
+                f.merge(read_cell(rest[1], "python", self.scripts, self.depth + 1), line)
+            elif rest[:1] == ["-"] and body is not None:
+                f.merge(read_cell(body, "python", self.scripts, self.depth + 1), line)
+            elif rest and rest[0].endswith(".py"):
+                script = _file_name(rest[0])
+                f.runs.append(script)
+                if script in self.scripts and self.depth < 3:
+                    f.merge(read_cell(self.scripts[script], "python", self.scripts, self.depth + 1), line)
+                elif any(_constant_tags(w) & {IN, OUTP} for w in rest[1:]):
+                    f.methods.append(line)  # a program we cannot read (shipped with the data) run on the data
+            return
+        if prog in ("bash", "sh") and len(words) > 1 and words[1].endswith(".sh"):
+            script = _file_name(words[1])
+            f.runs.append(script)
+            if script in self.scripts and self.depth < 3:
+                f.merge(read_cell(self.scripts[script], "bash", self.scripts, self.depth + 1), line)
+            return
+        outputs = any(OUTP in _constant_tags(w) for w in words[1:])
+        if prog in SHELL_LISTING and outputs:
+            f.shape_checks.append(line)
+            f.inspected.append(line)
+        elif prog not in SHELL_PLUMBING and prog not in SHELL_LISTING and (
+                outputs or any(IN in _constant_tags(w) for w in words[1:])):
+            f.methods.append(line)  # a program run on the data (a CLI tool: TotalSegmentator, nnUNet_predict ...)

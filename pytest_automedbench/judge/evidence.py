@@ -1,0 +1,99 @@
+"""What a run's cells did: each cell read as code (code.py) beside what it left behind.
+
+Every rubric item, stage label and error detector reads this one view. A cell is evidence only
+when it ran (exit 0, not blocked, not timed out), and for what it shows, when its output or the
+files it wrote show it: it printed something or an assert passed, outputs appeared.
+
+Pilot and full run are told apart by the cases the outputs cover after each cell
+(TraceEvent.cases_after, counted by metrics.base.count_cases), not by a file count: one
+answers.json with every answer is a full run, the same file with one answer a pilot.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..agents.loop import RunRecord, TraceEvent
+from .code import CodeFacts, read_cell
+
+STDLIB = frozenset(sys.stdlib_module_names)
+
+
+def ok(event: TraceEvent) -> bool:
+    """The cell ran and exited cleanly."""
+    return event.exit_code == 0 and not event.blocked and not event.timed_out
+
+
+def cases_after(event: TraceEvent) -> int:
+    return event.cases_after if event.cases_after is not None else event.outputs_after
+
+
+@dataclass
+class Cell:
+    event: TraceEvent
+    facts: CodeFacts
+    cases: int  # cases the outputs covered after the cell
+    new_cases: int  # ... that this cell added
+
+    @property
+    def index(self) -> int:
+        return self.event.index
+
+    @property
+    def ok(self) -> bool:
+        return ok(self.event)
+
+    @property
+    def shown(self) -> bool:
+        """Its output shows what it did: it printed something, or an assert in it passed."""
+        return self.ok and (bool((self.event.stdout or "").strip()) or self.facts.asserts > 0)
+
+    def cite(self, line: int | None = None) -> str:
+        text = self.facts.line(line)
+        return f"cell {self.index}" + (f" line {line}: {text}" if text else "")
+
+
+def read_run(record: RunRecord) -> list[Cell]:
+    """The run's code cells in order; a script an earlier cell wrote is read where a later one runs it."""
+    cells, scripts, before = [], {}, 0
+    for e in record.code_cells():
+        facts = read_cell(e.code, e.language, scripts)
+        scripts.update(facts.scripts)
+        now = cases_after(e)
+        cells.append(Cell(e, facts, now, max(0, now - before)))
+        before = max(before, now)
+    return cells
+
+
+def need(n_cases: int) -> int:
+    return max(1, n_cases)
+
+
+def full_run(cells: list[Cell], n_cases: int) -> Cell | None:
+    """The first cell after which every case has an output: the start of S4."""
+    return next((c for c in cells if c.cases >= need(n_cases)), None)
+
+
+def third_party(facts: CodeFacts) -> set[str]:
+    return {m for m in facts.imports if m not in STDLIB}
+
+
+def first(cells: list[Cell], test) -> Cell | None:
+    return next((c for c in cells if test(c)), None)
+
+
+def find_file(name: str, roots: list[Path | None], limit: int = 50000) -> Path | None:
+    """A file called `name` under any of `roots` (workspace, public data); looks at `limit` entries at most."""
+    seen = 0
+    for root in roots:
+        if root is None or not root.is_dir():
+            continue
+        for folder, dirs, files in os.walk(root):
+            if name in files:
+                return Path(folder) / name
+            seen += len(files) + len(dirs)
+            if seen > limit:
+                return None
+    return None
