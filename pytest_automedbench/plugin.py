@@ -238,7 +238,7 @@ class TaskFile(pytest.File):
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, TaskSpecError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)  # a Collector's repr_failure takes no style
 
 
 def _display_path(config, path: Path) -> str:
