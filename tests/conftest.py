@@ -110,3 +110,6 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"red team [{backend}]: {c['passed'] + c['failed']} cases, {c['passed']} passed, {c['failed']} failed; "
             f"{c['blocked']} blocked by the guard, {c['contained']} contained by the sandbox")
+    from faults.table import write_fault_table  # robust (#19): the fault-injection table, its own hunk
+
+    write_fault_table(terminalreporter)
