@@ -16,6 +16,7 @@ from typing import Any, Callable
 from .agents.loop import RunRecord
 from .judge import patterns as P
 from .metrics import TrackResult
+from .metrics.base import CaseKind
 
 FAMILIES = ("hallucination", "resource", "logic", "code_runtime", "format", "verification", "submission",
             "task_understanding", "sandbox")
@@ -61,7 +62,6 @@ CLAIM_CHECK = re.compile(r"\b(validated|verified|checked|confirmed|sanity[- ]che
 # A sentence about the future is a plan, not a claim.
 INTENT = re.compile(r"\b(will|'ll|going to|next|then|once|after|before|let me|let's|should|need to|to be)\b", re.I)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-BAD_VALUES = re.compile(r"shape|range|nan|inf|label set|empty|constant", re.I)
 TRACK_WORDS = {
     "segmentation": r"segment|mask|label",
     "enhancement": r"enhanc|denois|restor|super-?res",
@@ -176,12 +176,8 @@ def code_runtime(f: RunFacts) -> list[Fired]:
                                    f"recovered from: {_last_error_line(tb[-1].stderr)}")]
 
 
-def _broken(f: RunFacts) -> list:
-    return [e for e in f.track.case_errors if e.problem != "missing file"]
-
-
 def format_errors(f: RunFacts) -> list[Fired]:
-    bad = [e for e in _broken(f) if not BAD_VALUES.search(e.problem)]
+    bad = f.track.errors_of(CaseKind.FORMAT)
     return [_fire("FMT-CASE", "; ".join(str(e) for e in bad[:3]))] if bad else []
 
 
@@ -194,7 +190,7 @@ def verification(f: RunFacts) -> list[Fired]:
                       and (P.RANGE_CHECK.search(c.code or "") or P.SHAPE_CHECK.search(c.code or ""))), None)
         if check is None:
             fired.append(_fire("VER-UNCHECKED", f"outputs first written by cell {writer.index}; no later cell checks them"))
-    bad = [e for e in _broken(f) if BAD_VALUES.search(e.problem)]
+    bad = f.track.errors_of(CaseKind.VALUES)
     if bad:
         fired.append(_fire("VER-UNNOTICED", "; ".join(str(e) for e in bad[:3])))
     full = P.full_run_cell(cells, f.track.n_cases)
@@ -209,7 +205,7 @@ def submission(f: RunFacts) -> list[Fired]:
     if not f.record.submitted:
         fired.append(_fire("SUB-NEVER", f"run ended by {f.record.ended_by}"
                            + (f" ({f.record.limit_hit})" if f.record.limit_hit else "")))
-    missing = [e.case for e in t.case_errors if e.problem == "missing file"]
+    missing = t.missing_cases
     if f.record.submitted and missing:
         fired.append(_fire("SUB-MISSING", f"{len(missing)} of {t.n_cases} cases missing: {', '.join(missing[:5])}"))
     stray = list(t.extra_files)

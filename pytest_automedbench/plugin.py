@@ -14,15 +14,14 @@ import pytest
 
 from . import hooks
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
-from .agents.accounting import (LLM_KINDS, UnpricedModelError, llm_options, load_prices, make_cost_fn,
-                                unpriced_message)
-from .agents.pricing import PriceFileError
-from .data import DataNotPrepared, default_data_dir, ensure_prepared
+from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
+from .data import DataNotPrepared, ensure_prepared
 from .metrics import MetricUnavailable
 from .reporting.resume import reuse_finished_run
-from .runner import RunSettings, execute
-from .sandbox.options import SANDBOX_OPTIONS, sandbox_settings
-from .sandbox import SandboxError, isolation_of, sandbox_class
+from .runner import execute
+from .sandbox.options import SANDBOX_OPTIONS
+from .sandbox import SandboxError, isolation_of
+from .settings import OPTIONS, RunSettings, SettingsError, settings_from
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
 
@@ -31,97 +30,18 @@ SEEN_IDS_KEY = pytest.StashKey[dict]()
 SPEC_ERRORS_KEY = pytest.StashKey[set]()
 RAN_TASKS_KEY = pytest.StashKey[bool]()
 
-OPTIONS = [
-    # (name, ini, default, type, help)
-    ("model", "amb_model", "reference", str,
-     "agent under test: reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD"),
-    ("tier", "amb_tier", "lite", str, "tier to run: lite, standard, pro or all"),
-    ("repeats", "amb_repeats", "1", int, "runs per task x tier"),
-    ("runs-dir", "amb_runs_dir", "reports/runs", str, "where each run's folder goes"),
-    ("report-dir", "amb_report_dir", "reports", str, "where amb-results.json and reports go"),
-    ("data-dir", "amb_data_dir", None, str, "prepared task data (default $AMB_DATA_DIR or ~/.cache/pytest-automedbench/data)"),
-    ("sandbox", "amb_sandbox", "local", str, "sandbox backend for the agent's code"),
-    ("fail-under", "amb_fail_under", "0", float, "a run whose overall is below this fails"),
-    ("max-turns", "amb_max_turns", None, int, "cap on agent turns (overrides the task's)"),
-    ("time-limit", "amb_time_limit", None, float, "wall-clock seconds per run (overrides the task's)"),
-    ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
-    ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
-    ("judge", "amb_judge", "heuristic", str, "stage judge: heuristic, claude[:ID], gpt or openai:ID"),
-    ("save", "amb_save", None, str, "save this session's aggregate as baseline NAME (<report-dir>/baselines/NAME.json)"),
-    ("compare", "amb_compare", None, str, "compare with baseline NAME or a baseline file PATH"),
-    ("compare-fail", "amb_compare_fail", None, str,
-     "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
-    ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
-    ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
-    *SANDBOX_OPTIONS,
-]
-
-
 def pytest_addhooks(pluginmanager):
     pluginmanager.add_hookspecs(hooks)
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("automedbench", "benchmark AI agents on medical-AI tasks")
-    for name, ini, default, _type, help_ in OPTIONS:
+    for name, ini, default, _type, help_ in [*OPTIONS, *SANDBOX_OPTIONS]:
         group.addoption(f"--amb-{name}", dest=ini, default=None, help=f"{help_} [ini: {ini}]")
         parser.addini(ini, help_, default=default)
     group.addoption("--amb-resume", action="store_true", dest="amb_resume", default=None,
                     help="reuse finished runs whose configuration is unchanged; rerun the rest [ini: amb_resume]")
     parser.addini("amb_resume", "reuse finished runs whose configuration is unchanged", type="bool", default=False)
-
-
-def _option(config, ini: str, type_):
-    value = config.getoption(ini)
-    if value is None:
-        value = config.getini(ini)
-    if value in (None, ""):
-        return None
-    try:
-        return type_(value)
-    except ValueError:
-        raise pytest.UsageError(f"--{ini.replace('_', '-')}: expected {type_.__name__}, got {value!r}") from None
-
-
-def settings_from(config) -> RunSettings:
-    tier = _option(config, "amb_tier", str)
-    if tier not in (*TIERS, "all"):
-        raise pytest.UsageError(f"--amb-tier: expected lite, standard, pro or all, got {tier!r}")
-    repeats = _option(config, "amb_repeats", int)
-    if repeats < 1:
-        raise pytest.UsageError("--amb-repeats: must be at least 1")
-    rootdir = Path(str(config.rootpath))
-    runs_dir = Path(_option(config, "amb_runs_dir", str))
-    report_dir = Path(_option(config, "amb_report_dir", str))
-    data_dir = _option(config, "amb_data_dir", str)
-    prices_file = _option(config, "amb_prices", str)
-    try:
-        prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
-    except PriceFileError as e:
-        raise pytest.UsageError(f"--amb-prices: {e}") from None
-    return RunSettings(
-        model=_option(config, "amb_model", str),
-        runs_dir=runs_dir if runs_dir.is_absolute() else rootdir / runs_dir,
-        sandbox=_option(config, "amb_sandbox", str),
-        max_turns=_option(config, "amb_max_turns", int),
-        time_limit_s=_option(config, "amb_time_limit", float),
-        max_tokens=_option(config, "amb_max_tokens", int),
-        max_cost_usd=_option(config, "amb_max_cost", float),
-        fail_under=_option(config, "amb_fail_under", float),
-        extra={
-            "tier": tier, "repeats": repeats,
-            "report_dir": report_dir if report_dir.is_absolute() else rootdir / report_dir,
-            "data_dir": Path(data_dir).expanduser() if data_dir else default_data_dir(),
-            "judge": _option(config, "amb_judge", str),
-            "save": _option(config, "amb_save", str), "compare": _option(config, "amb_compare", str),
-            "compare_fail": _option(config, "amb_compare_fail", str),
-            "resume": bool(config.getoption("amb_resume") or config.getini("amb_resume")),
-            "prices": prices, "cost_fn": make_cost_fn(prices),
-            "metric_hook": lambda track: config.hook.pytest_amb_track_metric(track=track, config=config),
-            "agent_options": llm_options(_option(config, "amb_retry_delay", float)),
-            **sandbox_settings(lambda ini, type_: _option(config, ini, type_)),
-        },
-    )
 
 
 def pytest_configure(config):
@@ -130,7 +50,10 @@ def pytest_configure(config):
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: automedbench {tier} tier runs")
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
-    config.stash[SETTINGS_KEY] = settings_from(config)
+    try:
+        config.stash[SETTINGS_KEY] = settings_from(config)
+    except SettingsError as e:
+        raise pytest.UsageError(str(e)) from None
     _check_model_price(config.stash[SETTINGS_KEY])
     config.pluginmanager.import_plugin("pytest_automedbench.testing.fixtures")  # the mock_llm fixture
     config.stash[SEEN_IDS_KEY] = {}
@@ -173,7 +96,7 @@ def _check_model_price(s: RunSettings) -> None:
     if s.model.partition(":")[0] not in LLM_KINDS:
         return
     try:
-        s.extra["price_warning"] = unpriced_message(make_agent(s.model).model_id, s.extra["prices"], s.max_cost_usd)
+        s.price_warning = unpriced_message(make_agent(s.model).model_id, s.price_table, s.max_cost_usd)
     except UnpricedModelError as e:
         raise pytest.UsageError(str(e)) from None
     except AgentError as e:
@@ -183,13 +106,13 @@ def _check_model_price(s: RunSettings) -> None:
 def pytest_report_header(config):
     s = config.stash[SETTINGS_KEY]
     isolation = isolation_of(s.sandbox)
-    lines = [f"automedbench: agent={s.model} tier={s.extra['tier']} repeats={s.extra['repeats']} "
+    lines = [f"automedbench: agent={s.model} tier={s.tier} repeats={s.repeats} "
              f"sandbox={s.sandbox} (isolation: {isolation})",
-             f"automedbench: runs -> {s.runs_dir}  reports -> {s.extra['report_dir']}  data -> {s.extra['data_dir']}"]
+             f"automedbench: runs -> {s.runs_dir}  reports -> {s.report_dir}  data -> {s.data_dir}"]
     if isolation == "none":
         lines.append("automedbench: WARNING: the agent's code runs WITHOUT isolation (plain subprocess)")
-    if s.extra.get("price_warning"):
-        lines.append(f"automedbench: WARNING: {s.extra['price_warning'].removeprefix('automedbench: ')}")
+    if s.price_warning:
+        lines.append(f"automedbench: WARNING: {s.price_warning.removeprefix('automedbench: ')}")
     return lines
 
 
@@ -222,8 +145,8 @@ class TaskFile(pytest.File):
             config.stash[SPEC_ERRORS_KEY].add(str(self.path))
             raise
         settings = config.stash[SETTINGS_KEY]
-        wanted = TIERS if settings.extra["tier"] == "all" else (settings.extra["tier"],)
-        repeats = settings.extra["repeats"]
+        wanted = settings.tiers_wanted(TIERS)
+        repeats = settings.repeats
         # A ReX-MLE challenge has one setting (its challenge brief), so it runs whatever --amb-tier says.
         tiers = task.spec.tiers.available() if task.spec.rexmle else [t for t in task.spec.tiers.available() if t in wanted]
         for tier in tiers:
@@ -282,25 +205,17 @@ class TaskItem(pytest.Item):
 
     def _execute(self, settings):
         try:
-            data = ensure_prepared(self.task, settings.extra["data_dir"])
+            data = ensure_prepared(self.task, settings.data_dir)
         except DataNotPrepared as e:
             pytest.skip(str(e))
-        hook = self.config.hook
         try:
-            agent = make_agent(settings.model, self.task,
-                               plugin_hook=lambda **kw: hook.pytest_amb_make_agent(config=self.config, **kw),
-                               **settings.extra["agent_options"])
+            agent = settings.make_agent(self.task)
         except AgentUnavailable as e:
             pytest.skip(str(e))
-        unpriced = unpriced_message(agent.model_id, settings.extra["prices"], settings.max_cost_usd)
+        unpriced = unpriced_message(agent.model_id, settings.price_table, settings.max_cost_usd)
         if unpriced:
             warnings.warn(pytest.PytestWarning(unpriced))
-
-        def make_sandbox(cfg):
-            custom = hook.pytest_amb_make_sandbox(name=settings.sandbox, sandbox_config=cfg, config=self.config)
-            return custom if custom is not None else sandbox_class(settings.sandbox)(cfg)
-
-        self.result = execute(self.task, self.tier, self.repeat, agent, data, settings, make_sandbox)
+        self.result = execute(self.task, self.tier, self.repeat, agent, data, settings)
 
     def runtest(self):
         r = self.result

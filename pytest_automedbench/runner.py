@@ -14,9 +14,8 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import __version__, scoring
 from .agents import Agent, AgentError
@@ -27,26 +26,13 @@ from .files import atomic_write
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, load_in_background, metric_module, preflight
 from .reporting.resume import config_hash
-from .sandbox import Sandbox, SandboxConfig
+from .sandbox import SandboxConfig
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
-from .sandbox.options import sandbox_config_kwargs
+from .settings import RunSettings
 from .tasks import LoadedTask
 from .tasks.brief import build_brief
 
 RESULT_SCHEMA_VERSION = 1
-
-
-@dataclass
-class RunSettings:
-    model: str = "reference"
-    runs_dir: Path = Path("reports/runs")
-    sandbox: str = "local"
-    max_turns: int | None = None
-    time_limit_s: float | None = None
-    max_tokens: int | None = None
-    max_cost_usd: float | None = None
-    fail_under: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def run_id(task_id: str, tier: str, model: str, repeat: int) -> str:
@@ -130,11 +116,13 @@ def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: T
     return rexmle.result_section(task, track, outputs, data, record)
 
 
-def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskData, settings: RunSettings,
-            make_sandbox: Callable[[SandboxConfig], Sandbox]) -> dict[str, Any]:
-    """Run the agent on the task and write the run's files; returns result.json's content."""
+def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskData,
+            settings: RunSettings) -> dict[str, Any]:
+    """Run the agent on the task and write the run's files; returns result.json's content.
+
+    The sandbox and a plugin's metric module come from `settings.factories`."""
     spec = task.spec
-    metric_hook = settings.extra.get("metric_hook")
+    metric_hook = settings.factories.metric
     scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
     rid = run_id(spec.id, tier, settings.model, repeat)
     run_dir = Path(settings.runs_dir) / rid
@@ -146,13 +134,12 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     limits = limits_for(task, settings)
     config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
                            cell_timeout_s=limits.cell_timeout_s, forbidden=forbidden_paths(data, settings),
-                           ro_binds=agent.program_folders(), **sandbox_config_kwargs(settings.extra))
+                           ro_binds=agent.program_folders(), **settings.sandbox_options.config_fields())
     config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     # Built before the run, so a judge that cannot start (no API key) costs no agent run.
-    llm_judge = judge_for(settings.extra.get("judge"), Path(settings.runs_dir) / ".judge-cache",
-                          settings.extra.get("cost_fn"))
-    sandbox = PolicyGuard(make_sandbox(config), inference_only=spec.policy.inference_only)
+    llm_judge = judge_for(settings.judge, Path(settings.runs_dir) / ".judge-cache", settings.cost_fn)
+    sandbox = PolicyGuard(settings.make_sandbox(config), inference_only=spec.policy.inference_only)
     error: Exception | None = None
     scorer_loading = None
     try:
@@ -160,7 +147,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
-                               cost_fn=settings.extra.get("cost_fn")).run(brief)
+                               cost_fn=settings.cost_fn).run(brief)
     except Exception as exc:  # an infrastructure fault: keep the partial run (tokens spent) on disk
         record = getattr(exc, "record", None)
         if not isinstance(record, RunRecord):

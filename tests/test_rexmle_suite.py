@@ -9,7 +9,8 @@ import pytest
 from pytest_automedbench.agents import NullAgent
 from pytest_automedbench.data import ensure_prepared
 from pytest_automedbench.rexmle import benchmark_rank, leaderboard_for
-from pytest_automedbench.runner import RunSettings, execute
+from pytest_automedbench.runner import execute
+from pytest_automedbench.settings import Factories, RunSettings
 from pytest_automedbench.sandbox.base import ExecResult, Sandbox
 from pytest_automedbench.tasks import TRACKS, load_task_file
 
@@ -69,18 +70,18 @@ class RecordingSandbox(Sandbox):
 
 def test_policy_flag_reaches_the_sandbox_and_a_failed_run_ranks_zero(tmp_path):
     RecordingSandbox.configs.clear()
-    settings = RunSettings(model="null", runs_dir=tmp_path / "runs")
+    settings = RunSettings(model="null", runs_dir=tmp_path / "runs",
+                           factories=Factories(sandbox=lambda name, cfg: RecordingSandbox(cfg)))
     demo = load_task_file(DEMO / "blob_seg.task.yaml")
     inference = load_task_file(ROOT / "tests" / "fixtures" / "tiny" / "tiny.task.yaml")
-    result = execute(demo, "pro", 1, NullAgent(), ensure_prepared(demo, tmp_path / "data"), settings, RecordingSandbox)
+    result = execute(demo, "pro", 1, NullAgent(), ensure_prepared(demo, tmp_path / "data"), settings)
     assert RecordingSandbox.configs[-1].extra["inference_only"] is False
     assert result["rexmle"]["failed"] is True and result["rexmle"]["percentile"] is None
     assert benchmark_rank([result]) == 0.0
     import sys
     sys.path.insert(0, str(inference.folder))
     try:
-        execute(inference, "lite", 1, NullAgent(), ensure_prepared(inference, tmp_path / "data"), settings,
-                RecordingSandbox)
+        execute(inference, "lite", 1, NullAgent(), ensure_prepared(inference, tmp_path / "data"), settings)
     finally:
         sys.path.remove(str(inference.folder))
     assert RecordingSandbox.configs[-1].extra["inference_only"] is True

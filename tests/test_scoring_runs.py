@@ -10,8 +10,8 @@ import yaml
 from conftest import FIXTURES
 from pytest_automedbench.agents import ScriptAgent
 from pytest_automedbench.data import ensure_prepared
-from pytest_automedbench.runner import RunSettings, execute
-from pytest_automedbench.sandbox import sandbox_class
+from pytest_automedbench.runner import execute
+from pytest_automedbench.settings import RunSettings
 from pytest_automedbench.tasks import load_task_file
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
@@ -35,7 +35,7 @@ def run_steps(tiny, steps, name, tier="lite"):
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(steps))
     settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs")
-    result = execute(task, tier, 1, ScriptAgent(path), data, settings, lambda cfg: sandbox_class("local")(cfg))
+    result = execute(task, tier, 1, ScriptAgent(path), data, settings)
     trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
     return result, trace
 

@@ -4,21 +4,68 @@ A track module exposes `evaluate(task, outputs_dir, private_dir, public_dir) -> 
 It never raises on a bad submission: each broken case becomes a `CaseError` and the case counts
 as not completed. `score` is the track metric over the valid cases in [0, 1] (direction already
 applied); Task = score x completion_rate is computed by scoring.py, not here.
+
+A CaseError has a kind (`CaseKind`), and every rule reads the kind, never the problem's words:
+
+    missing   the case was not submitted (no file, no row, no answer)   -> lower completion, SUB-MISSING
+    format    submitted but unreadable or of the wrong type / layout    -> not format valid, FMT-CASE
+    values    readable, but wrong shape, range, label set, NaN, empty   -> not format valid, VER-UNNOTICED
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
 
-# Problems that mean "not submitted" (lower completion) rather than "submitted in a broken format".
+class CaseKind(str, Enum):
+    MISSING = "missing"
+    FORMAT = "format"
+    VALUES = "values"
+
+
+# Only for a problem text with no kind (a third-party metric's `CaseError(case, problem)`, or a
+# reader that returns one line of text): what the words say it is. Built-in call sites pass kinds.
+_VALUE_WORDS = re.compile(r"shape|range|nan|inf|label set|empty|constant", re.I)
+
+
+def kind_of(problem: str) -> CaseKind:
+    if problem.startswith("missing file") or problem in ("missing prediction", "missing answer"):
+        return CaseKind.MISSING
+    return CaseKind.VALUES if _VALUE_WORDS.search(problem) else CaseKind.FORMAT
 
 
 @dataclass
 class CaseError:
     case: str
     problem: str  # e.g. "missing file", "wrong shape (10, 10) != (12, 12)", "NaN values"
+    kind: CaseKind | None = None  # None: classified from the problem once, here (kind_of)
+
+    def __post_init__(self) -> None:
+        self.kind = CaseKind(self.kind) if self.kind is not None else kind_of(self.problem)
+
+    @classmethod
+    def missing(cls, case: str, problem: str = "missing file") -> "CaseError":
+        """The case was not submitted."""
+        return cls(case, problem, CaseKind.MISSING)
+
+    @classmethod
+    def format(cls, case: str, problem: str) -> "CaseError":
+        """Submitted, but unreadable, of the wrong type, or not a case at all (an extra file)."""
+        return cls(case, problem, CaseKind.FORMAT)
+
+    @classmethod
+    def values(cls, case: str, problem: str) -> "CaseError":
+        """Readable, but the content is wrong (shape, range, label set, NaN, empty)."""
+        return cls(case, problem, CaseKind.VALUES)
+
+    @classmethod
+    def rejected(cls, case: str, problem: str) -> "CaseError":
+        """A reader's one-line rejection of a submitted file: values or format by what it says."""
+        kind = kind_of(problem)
+        return cls(case, problem, CaseKind.FORMAT if kind is CaseKind.MISSING else kind)
 
     def __str__(self) -> str:
         return f"{self.case}: {self.problem}"
@@ -45,17 +92,26 @@ class TrackResult:
 
     @property
     def format_valid(self) -> bool:
-        """At least one case submitted and no submitted case in a broken format ("missing ..." is not broken)."""
-        return self.n_valid > 0 and not any(not e.problem.startswith("missing") for e in self.case_errors)
+        """At least one case submitted and no submitted case broken (a missing case is not broken)."""
+        return self.n_valid > 0 and not self.errors_of(CaseKind.FORMAT, CaseKind.VALUES)
+
+    def errors_of(self, *kinds: CaseKind) -> list[CaseError]:
+        return [e for e in self.case_errors if e.kind in kinds]
+
+    @property
+    def missing_cases(self) -> list[str]:
+        """Cases not submitted (SUB-MISSING; a ReX-MLE reference grader rejects the submission)."""
+        return [e.case for e in self.errors_of(CaseKind.MISSING)]
 
     def flag_extra_files(self, entries: Iterable[str], known: set[str], what: str = "case") -> None:
         """Record every submitted entry that matches no case as an extra file and a case error."""
         self.extra_files = sorted(n for n in entries if n not in known)
-        self.case_errors += [CaseError(n, f"extra file: no such {what}") for n in self.extra_files]
+        self.case_errors += [CaseError.format(n, f"extra file: no such {what}") for n in self.extra_files]
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["case_errors"] = [str(e) for e in self.case_errors]
+        d["case_errors"] = [str(e) for e in self.case_errors]  # users parse these lines: keep them as they are
+        d["case_error_kinds"] = [e.kind.value for e in self.case_errors]  # parallel to case_errors
         d["completion_rate"] = self.completion_rate
         d["format_valid"] = self.format_valid
         return d

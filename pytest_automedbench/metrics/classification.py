@@ -55,9 +55,9 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     table = read_predictions(outputs / PREDICTIONS)
     if isinstance(table, str):
         if table == "missing file":
-            result.case_errors.extend(CaseError(pid, "missing file") for pid in truth)
+            result.case_errors.extend(CaseError.missing(pid) for pid in truth)
         else:
-            result.case_errors.append(CaseError(PREDICTIONS, table))
+            result.case_errors.append(CaseError.format(PREDICTIONS, table))
         result.components = {"accuracy_all_patients": 0.0}
         return result
     # Plain dicts: one lookup per patient (filtering the table per patient was quadratic: 5 s at 10,000).
@@ -67,14 +67,14 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     correct = 0
     for pid in truth:
         if pid not in labels:
-            result.case_errors.append(CaseError(pid, "missing prediction"))
+            result.case_errors.append(CaseError.missing(pid, "missing prediction"))
             continue
         if counts[pid] > 1:
-            result.case_errors.append(CaseError(pid, f"duplicate patient: {counts[pid]} rows"))
+            result.case_errors.append(CaseError.format(pid, f"duplicate patient: {counts[pid]} rows"))
             continue
         label = labels[pid]
         if label not in known:
-            result.case_errors.append(CaseError(pid, f"unknown class {label!r} (classes: {', '.join(classes)})"))
+            result.case_errors.append(CaseError.values(pid, f"unknown class {label!r} (classes: {', '.join(classes)})"))
             continue
         result.n_valid += 1
         hit = label == truth[pid]
@@ -82,7 +82,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         result.per_case[pid] = {"correct": float(hit)}
     extra = sorted(set(labels) - set(truth))
     result.extra_files = extra
-    result.case_errors.extend(CaseError(pid, "extra patient: no such case") for pid in extra)
+    result.case_errors.extend(CaseError.format(pid, "extra patient: no such case") for pid in extra)
     result.score = correct / result.n_valid if result.n_valid else 0.0
     result.components = {"accuracy_all_patients": correct / len(truth) if truth else 0.0}
     return result

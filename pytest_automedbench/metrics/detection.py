@@ -90,16 +90,16 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     for image_id in sorted(gt):
         path = outputs / f"{image_id}.json"
         if not path.is_file():
-            result.case_errors.append(CaseError(image_id, "missing file"))
+            result.case_errors.append(CaseError.missing(image_id))
             continue
         try:
             items = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as e:
-            result.case_errors.append(CaseError(image_id, f"unreadable file ({type(e).__name__}: {e})"))
+            result.case_errors.append(CaseError.format(image_id, f"unreadable file ({type(e).__name__}: {e})"))
             continue
         problem = check_boxes(items, classes)
         if problem:
-            result.case_errors.append(CaseError(image_id, problem))
+            result.case_errors.append(CaseError.rejected(image_id, problem))
             continue
         submitted[image_id] = items
     result.n_valid = len(submitted)

@@ -120,11 +120,11 @@ def score_images(task, outputs: Path, private: Path, public: Path,
             baselines.append(b)
         path = output_of(outputs, case)
         if not path.exists():
-            result.case_errors.append(CaseError(case, "missing file"))
+            result.case_errors.append(CaseError.missing(case))
             continue
         pred = read_float_image(path, ref.shape)
         if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
+            result.case_errors.append(CaseError.rejected(case, pred))
             continue
         result.n_valid += 1
         s, p = ssim(pred, ref, data_range), psnr(pred, ref, data_range)

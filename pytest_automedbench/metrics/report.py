@@ -113,13 +113,13 @@ def preflight(task) -> None:
 def read_report(path: Path) -> str | CaseError:
     study = path.parent.name
     if not path.is_file():
-        return CaseError(study, f"missing file ({path.parent.name}/{REPORT_FILE})")
+        return CaseError.missing(study, f"missing file ({path.parent.name}/{REPORT_FILE})")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        return CaseError(study, f"unreadable file ({type(e).__name__}: {e})")
+        return CaseError.format(study, f"unreadable file ({type(e).__name__}: {e})")
     if not text.strip():
-        return CaseError(study, "empty report")
+        return CaseError.values(study, "empty report")
     return text.strip()
 
 
@@ -139,7 +139,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     result.n_valid = len(hyps)
     for name in sorted(p.name for p in outputs.iterdir() if p.name not in refs) if outputs.is_dir() else []:
         result.extra_files.append(name)
-        result.case_errors.append(CaseError(name, "extra case: no such study"))
+        result.case_errors.append(CaseError.format(name, "extra case: no such study"))
     if not hyps:
         return result
     for s, hyp in hyps.items():

@@ -104,11 +104,11 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         ref = np.asanyarray(ref_img.dataobj)
         path = outputs / f"{case}{NIFTI_SUFFIX}"
         if not path.exists():
-            result.case_errors.append(CaseError(case, "missing file"))
+            result.case_errors.append(CaseError.missing(case))
             continue
         pred = read_labels(path, ref.shape, allowed)
         if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
+            result.case_errors.append(CaseError.rejected(case, pred))
             continue
         result.n_valid += 1
         scores = {}

@@ -113,14 +113,14 @@ def evaluate(task, outputs: Path, private: Path, public: Path, judge_agent=None)
     path = outputs / ANSWERS_FILE
     answers: Any = {}
     if not path.exists():
-        result.case_errors += [CaseError(qid, "missing file (no outputs/answers.json)") for qid in references]
+        result.case_errors += [CaseError.missing(qid, "missing file (no outputs/answers.json)") for qid in references]
         return result
     answers, problem = _read_json(path)
     if problem is None and not isinstance(answers, dict):
         problem = (f"wrong format: {ANSWERS_FILE} must be an object {{question_id: answer}}, "
                    f"got {type(answers).__name__}")
     if problem:
-        result.case_errors += [CaseError(qid, problem) for qid in references]
+        result.case_errors += [CaseError.format(qid, problem) for qid in references]
         return result
     answers = {str(k): v for k, v in answers.items()}
     judge_spec = task.metric.params.get("judge")
@@ -133,12 +133,12 @@ def evaluate(task, outputs: Path, private: Path, public: Path, judge_agent=None)
     by_type: dict[str, list[float]] = {}
     for qid, reference in references.items():
         if qid not in answers:
-            result.case_errors.append(CaseError(qid, "missing answer"))
+            result.case_errors.append(CaseError.missing(qid, "missing answer"))
             continue
         q = questions.get(qid, {"type": "open"})
         problem = check_answer(q, answers[qid])
         if problem:
-            result.case_errors.append(CaseError(qid, problem))
+            result.case_errors.append(CaseError.rejected(qid, problem))
             continue
         answer = str(answers[qid]).strip()
         value = lexical_score(q, answer, reference)
@@ -152,7 +152,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path, judge_agent=None)
         by_type.setdefault(q["type"], []).append(value)
     for qid in sorted(set(answers) - set(references)):
         result.extra_files.append(qid)
-        result.case_errors.append(CaseError(qid, "extra case: no such question"))
+        result.case_errors.append(CaseError.format(qid, "extra case: no such question"))
     result.components = {t: sum(v) / len(v) for t, v in by_type.items()}
     scores = [c["score"] for c in result.per_case.values()]
     result.score = sum(scores) / len(scores) if scores else 0.0

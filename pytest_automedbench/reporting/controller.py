@@ -57,16 +57,15 @@ class ResultsCollector:
     def __init__(self, config, settings):
         self.config = config
         self.settings = settings
-        extra = settings.extra
-        self.save_name, self.compare_ref = extra.get("save"), extra.get("compare")
+        self.save_name, self.compare_ref = settings.save, settings.compare
         if self.save_name and not baselines.valid_name(self.save_name):
             raise pytest.UsageError(f"--amb-save: {self.save_name!r}: use letters, digits, '.', '_' or '-'")
         self.gate = None
-        if extra.get("compare_fail"):
+        if settings.compare_fail:
             if not self.compare_ref:
                 raise pytest.UsageError("--amb-compare-fail needs --amb-compare=NAME|PATH (the baseline to compare with)")
             try:
-                self.gate = baselines.parse_gate(extra["compare_fail"])
+                self.gate = baselines.parse_gate(settings.compare_fail)
             except ValueError as e:
                 raise pytest.UsageError(f"--amb-compare-fail: {e}") from None
         self.runs: dict[str, dict[str, Any]] = {}  # run_id -> result
@@ -115,12 +114,10 @@ class ResultsCollector:
         if self.plotting_import is not None:
             self.plotting_import.join()
         runs = list(self.runs.values())
-        report_dir = Path(self.settings.extra["report_dir"])
+        report_dir = Path(self.settings.report_dir)
         if runs:
             s = self.settings
-            doc = results_document(runs, {"model": s.model, "tier": s.extra["tier"], "repeats": s.extra["repeats"],
-                                          "sandbox": s.sandbox, "resume": bool(s.extra.get("resume")),
-                                          "reused_runs": sorted(self.reused)})
+            doc = results_document(runs, {**s.header_fields(), "reused_runs": sorted(self.reused)})
             self.paths = write_reports(doc, report_dir, Path(s.runs_dir))
             if self.save_name:
                 try:

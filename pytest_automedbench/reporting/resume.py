@@ -54,7 +54,7 @@ def reusable_result(run_dir: Path, expected_hash: str) -> dict[str, Any] | None:
 
 def reuse_finished_run(task, tier: str, repeat: int, settings) -> dict[str, Any] | None:
     """With --amb-resume, the finished run this item would redo, else None."""
-    if not settings.extra.get("resume"):
+    if not settings.resume:
         return None
     from ..runner import run_id  # runner imports this module
 

@@ -64,8 +64,8 @@ def forbidden_paths(data, settings) -> list[Path]:
     paths = [data.private, data.root, Path(settings.runs_dir).resolve(), package]
     if (package.parent / "pyproject.toml").exists():  # a source checkout: its tests and suites too
         paths.append(package.parent)
-    if settings.extra.get("data_dir"):
-        paths.append(Path(settings.extra["data_dir"]).resolve())
+    if settings.data_dir:
+        paths.append(Path(settings.data_dir).resolve())
     return paths
 
 

@@ -31,7 +31,7 @@ def grade_cases(outputs: Path, private: Path, suffix: str, read_reference: Calla
         path = outputs / f"{case}{suffix}"
         row = score_case(ref, path) if path.is_file() else "missing file"
         if isinstance(row, str):
-            result.case_errors.append(CaseError(case, row))
+            result.case_errors.append(CaseError.rejected(case, row) if path.is_file() else CaseError.missing(case))
             all_rows.append(worst_case(ref))
             continue
         result.n_valid += 1

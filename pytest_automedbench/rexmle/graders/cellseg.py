@@ -210,11 +210,11 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
             raise ValueError(f"reference {case}{LABEL_SUFFIX}: {ref}")  # the harness's data, not the agent's
         path = outputs / f"{case}{LABEL_SUFFIX}"
         if not path.is_file():
-            result.case_errors.append(CaseError(case, "missing file"))
+            result.case_errors.append(CaseError.missing(case))
             continue
         pred = read_instances(path, ref.shape)
         if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
+            result.case_errors.append(CaseError.rejected(case, pred))
             continue
         scores[case] = image_f1(ref, pred)
         result.per_case[case] = dict(scores[case])

@@ -166,12 +166,12 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     worst = {m: 0.0 for m in METRICS}
     path = outputs / SUBMISSION
     if not path.is_file():
-        result.case_errors = [CaseError(case, "missing file") for case in sorted(ids)]
+        result.case_errors = [CaseError.missing(case) for case in sorted(ids)]
         result.diagnostics["challenge_metrics"] = worst
         return result
     items, problem = _read(path)
     if problem:
-        result.case_errors.append(CaseError(SUBMISSION, problem))
+        result.case_errors.append(CaseError.format(SUBMISSION, problem))
         result.diagnostics["challenge_metrics"] = worst
         return result
 
@@ -198,15 +198,15 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
             continue
         by_case[case].append(d)
     for case in sorted(broken):
-        result.case_errors.append(CaseError(case, broken[case]))
+        result.case_errors.append(CaseError.rejected(case, broken[case]))
         by_case[case] = []  # a broken image counts as one without output
     if unknown:
         more = f" (+{len(unknown) - 1} more)" if len(unknown) > 1 else ""
-        result.case_errors.append(CaseError(SUBMISSION, unknown[0] + more))
+        result.case_errors.append(CaseError.format(SUBMISSION, unknown[0] + more))
     extra = sorted(p.name for p in outputs.iterdir() if p.is_file() and p.name != SUBMISSION
                    and not p.name.startswith("."))
     result.extra_files = extra
-    result.case_errors.extend(CaseError(name, "extra file: only predictions.json is read") for name in extra)
+    result.case_errors.extend(CaseError.format(name, "extra file: only predictions.json is read") for name in extra)
 
     result.n_valid = len(ids) - len(broken)
     dets = [{**d, "image_id": ids[case]} for case in sorted(by_case) for d in by_case[case]]

@@ -396,14 +396,14 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         path = outputs / _submission_name(task, case)
         pred = empty
         if not path.is_file():
-            result.case_errors.append(CaseError(case, "missing file"))
+            result.case_errors.append(CaseError.missing(case))
         else:
             try:
                 sub = read_geojson(path)
                 pred = tissue_mask(sub, shape) if kind == "tissue" else nuclei_points(sub, track)
                 valid.append(case)
             except GeoJSONProblem as e:
-                result.case_errors.append(CaseError(case, str(e)))
+                result.case_errors.append(CaseError.rejected(case, str(e)))
         if kind == "tissue":
             counts = tissue_counts(pred, ref)
             per_case_stats[case] = counts

@@ -204,7 +204,7 @@ def _evaluate_variants(outputs: Path, private: Path) -> TrackResult:
         pred = _read_edges(path) if path.is_file() else "missing file"
         truth.append(ref)
         if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
+            result.case_errors.append(CaseError.rejected(case, pred) if path.is_file() else CaseError.missing(case))
             preds.append((MISSING, MISSING))
             continue
         result.n_valid += 1

@@ -127,7 +127,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         if isinstance(pred, np.ndarray) and pred.shape != ref.shape:
             pred = f"wrong shape {pred.shape}, expected {ref.shape} (the input image's size)"
         if isinstance(pred, str):
-            result.case_errors.append(CaseError(case, pred))
+            result.case_errors.append(CaseError.rejected(case, pred) if path.is_file() else CaseError.missing(case))
             for m, v in WORST.items():
                 values[m].append(v)
             continue

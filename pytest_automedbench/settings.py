@@ -1,0 +1,245 @@
+"""The session's settings: every `--amb-*` option (and its ini twin) read once, typed, in one object.
+
+    settings = settings_from(config)       # plugin.py, in pytest_configure
+    settings.tier, settings.sandbox_options.memory_mb, settings.factories.sandbox(name, cfg), ...
+
+`Factories` is the one way plugins' agents, sandboxes and metric modules reach the runner: the
+plugin builds it from its hooks (`pytest_amb_make_agent`, `pytest_amb_make_sandbox`,
+`pytest_amb_track_metric`), falling back to the built-in registries; code that runs a task outside
+pytest (tests, `automedbench rescore`) gets the built-ins from `Factories()`.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:  # the settings module stays cheap to import (every xdist worker imports it)
+    from .agents import Agent
+    from .agents.pricing import Price
+    from .sandbox import Sandbox, SandboxConfig
+    from .tasks import LoadedTask
+
+TIER_CHOICES = ("lite", "standard", "pro", "all")
+
+# (name, ini, default, type, help): `--amb-<name>` with ini twin `<ini>`.
+OPTIONS = [
+    ("model", "amb_model", "reference", str,
+     "agent under test: reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD"),
+    ("tier", "amb_tier", "lite", str, "tier to run: lite, standard, pro or all"),
+    ("repeats", "amb_repeats", "1", int, "runs per task x tier"),
+    ("runs-dir", "amb_runs_dir", "reports/runs", str, "where each run's folder goes"),
+    ("report-dir", "amb_report_dir", "reports", str, "where amb-results.json and reports go"),
+    ("data-dir", "amb_data_dir", None, str, "prepared task data (default $AMB_DATA_DIR or ~/.cache/pytest-automedbench/data)"),
+    ("sandbox", "amb_sandbox", "local", str, "sandbox backend for the agent's code"),
+    ("fail-under", "amb_fail_under", "0", float, "a run whose overall is below this fails"),
+    ("max-turns", "amb_max_turns", None, int, "cap on agent turns (overrides the task's)"),
+    ("time-limit", "amb_time_limit", None, float, "wall-clock seconds per run (overrides the task's)"),
+    ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
+    ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
+    ("judge", "amb_judge", "heuristic", str, "stage judge: heuristic, claude[:ID], gpt or openai:ID"),
+    ("save", "amb_save", None, str, "save this session's aggregate as baseline NAME (<report-dir>/baselines/NAME.json)"),
+    ("compare", "amb_compare", None, str, "compare with baseline NAME or a baseline file PATH"),
+    ("compare-fail", "amb_compare_fail", None, str,
+     "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
+    ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
+    ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
+]
+
+
+class SettingsError(ValueError):
+    """An option's value is unusable; the message names the option (the plugin makes it a usage error)."""
+
+
+@dataclass
+class SandboxOptions:
+    """The sandbox's limits and backend settings (sandbox/options.py reads them from the command line)."""
+
+    gpus: list[str] = field(default_factory=list)  # this process's share of --amb-gpus
+    docker_image: str = "python:3.11-slim"
+    docker_host_python: bool = False
+    disk_mb: int | None = 4096
+    memory_mb: int | None = 8192
+    max_processes: int | None = 256
+
+    def config_fields(self) -> dict[str, Any]:
+        """SandboxConfig keyword arguments (None keeps SandboxConfig's own default)."""
+        kw: dict[str, Any] = {k: v for k, v in (("gpus", self.gpus), ("disk_mb", self.disk_mb),
+                                                 ("memory_mb", self.memory_mb),
+                                                 ("max_processes", self.max_processes)) if v is not None}
+        kw["extra"] = {"docker_image": self.docker_image, "docker_host_python": self.docker_host_python}
+        return kw
+
+
+def _builtin_agent(spec: str, task: "LoadedTask | None", **options) -> "Agent":
+    from .agents import make_agent
+
+    return make_agent(spec, task, **options)
+
+
+def _builtin_sandbox(name: str, config: "SandboxConfig") -> "Sandbox":
+    from .sandbox import sandbox_class
+
+    return sandbox_class(name)(config)
+
+
+@dataclass
+class Factories:
+    """How a run gets its agent, its sandbox and (from plugins) its track's metric module.
+
+    `agent(spec, task, **options)` and `sandbox(name, config)` always return one or raise;
+    `metric(track)` returns a plugin's module for the track, or None for the built-in one.
+    """
+
+    agent: Callable[..., "Agent"] = _builtin_agent
+    sandbox: Callable[[str, "SandboxConfig"], "Sandbox"] = _builtin_sandbox
+    metric: Callable[[str], ModuleType | None] = lambda track: None
+
+    @classmethod
+    def from_hooks(cls, config) -> "Factories":
+        """Plugins' hook implementations first, then the built-in registries."""
+        hook = config.hook
+
+        def agent(spec, task, **options):
+            from .agents import make_agent
+
+            return make_agent(spec, task, plugin_hook=lambda **kw: hook.pytest_amb_make_agent(config=config, **kw),
+                              **options)
+
+        def sandbox(name, sandbox_config):
+            custom = hook.pytest_amb_make_sandbox(name=name, sandbox_config=sandbox_config, config=config)
+            return custom if custom is not None else _builtin_sandbox(name, sandbox_config)
+
+        return cls(agent=agent, sandbox=sandbox,
+                   metric=lambda track: hook.pytest_amb_track_metric(track=track, config=config))
+
+
+@dataclass
+class RunSettings:
+    """Everything a session's options decide. Defaults are the options' defaults."""
+
+    model: str = "reference"
+    runs_dir: Path = Path("reports/runs")
+    sandbox: str = "local"  # the backend's name
+    max_turns: int | None = None
+    time_limit_s: float | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    fail_under: float = 0.0
+    tier: str = "lite"  # lite, standard, pro or all
+    repeats: int = 1
+    report_dir: Path = Path("reports")
+    data_dir: Path | None = None  # None: data.default_data_dir()
+    judge: str = "heuristic"
+    resume: bool = False
+    save: str | None = None  # --amb-save NAME
+    compare: str | None = None  # --amb-compare NAME|PATH
+    compare_fail: str | None = None  # --amb-compare-fail SPEC
+    prices: Mapping[str, "Price"] | None = None  # None: the built-in table
+    retry_delay: float | None = None  # None: the LLM backends' own default
+    sandbox_options: SandboxOptions = field(default_factory=SandboxOptions)
+    factories: Factories = field(default_factory=Factories)
+    price_warning: str | None = None  # set at start for an LLM model without a price
+
+    @functools.cached_property
+    def price_table(self) -> Mapping[str, "Price"]:
+        from .agents.pricing import load_prices
+
+        return self.prices if self.prices is not None else load_prices(None)
+
+    @functools.cached_property
+    def cost_fn(self):
+        from .agents.accounting import make_cost_fn
+
+        return make_cost_fn(self.price_table)
+
+    @property
+    def agent_options(self) -> dict[str, Any]:
+        """Constructor options for the built-in LLM agents."""
+        from .agents.accounting import llm_options
+
+        return llm_options(self.retry_delay)
+
+    def tiers_wanted(self, tiers: tuple[str, ...]) -> tuple[str, ...]:
+        return tiers if self.tier == "all" else (self.tier,)
+
+    def make_agent(self, task: "LoadedTask | None") -> "Agent":
+        return self.factories.agent(self.model, task, **self.agent_options)
+
+    def make_sandbox(self, config: "SandboxConfig") -> "Sandbox":
+        return self.factories.sandbox(self.sandbox, config)
+
+    def header_fields(self) -> dict[str, Any]:
+        """The settings amb-results.json records."""
+        return {"model": self.model, "tier": self.tier, "repeats": self.repeats, "sandbox": self.sandbox,
+                "resume": self.resume}
+
+
+def read_option(config, ini: str, type_: type):
+    """An option's value: the command line first, then the ini file; None when unset."""
+    value = config.getoption(ini)
+    if value is None:
+        value = config.getini(ini)
+    if value in (None, ""):
+        return None
+    try:
+        return type_(value)
+    except ValueError:
+        raise SettingsError(f"--{ini.replace('_', '-')}: expected {type_.__name__}, got {value!r}") from None
+
+
+def _under(root: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else root / path
+
+
+def settings_from(config) -> RunSettings:
+    """The typed settings of a pytest session (raises SettingsError naming the option)."""
+    from .agents.pricing import PriceFileError, load_prices
+    from .data import default_data_dir
+    from .sandbox.options import sandbox_options
+
+    def option(ini: str, type_: type = str):
+        return read_option(config, ini, type_)
+
+    tier = option("amb_tier")
+    if tier not in TIER_CHOICES:
+        raise SettingsError(f"--amb-tier: expected lite, standard, pro or all, got {tier!r}")
+    repeats = option("amb_repeats", int)
+    if repeats < 1:
+        raise SettingsError("--amb-repeats: must be at least 1")
+    rootdir = Path(str(config.rootpath))
+    data_dir = option("amb_data_dir")
+    prices_file = option("amb_prices")
+    try:
+        prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
+    except PriceFileError as e:
+        raise SettingsError(f"--amb-prices: {e}") from None
+    return RunSettings(
+        model=option("amb_model"),
+        runs_dir=_under(rootdir, option("amb_runs_dir")),
+        sandbox=option("amb_sandbox"),
+        max_turns=option("amb_max_turns", int),
+        time_limit_s=option("amb_time_limit", float),
+        max_tokens=option("amb_max_tokens", int),
+        max_cost_usd=option("amb_max_cost", float),
+        fail_under=option("amb_fail_under", float),
+        tier=tier,
+        repeats=repeats,
+        report_dir=_under(rootdir, option("amb_report_dir")),
+        data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
+        judge=option("amb_judge"),
+        resume=bool(config.getoption("amb_resume") or config.getini("amb_resume")),
+        save=option("amb_save"),
+        compare=option("amb_compare"),
+        compare_fail=option("amb_compare_fail"),
+        prices=prices,
+        retry_delay=option("amb_retry_delay", float),
+        sandbox_options=sandbox_options(option),
+        factories=Factories.from_hooks(config),
+    )
+
+
+__all__ = ["OPTIONS", "Factories", "RunSettings", "SandboxOptions", "SettingsError", "read_option", "settings_from"]
