@@ -18,7 +18,8 @@ from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .data import DataNotPrepared, ensure_prepared
 from .metrics import MetricUnavailable
 from .reporting.resume import reuse_finished_run
-from .runner import execute
+from .runfiles import RunsDirBusy
+from .runner import HARNESS_ERRORS, execute
 from .sandbox.options import SANDBOX_OPTIONS
 from .sandbox import SandboxError, isolation_of
 from .settings import OPTIONS, RunSettings, SettingsError, settings_from
@@ -187,8 +188,10 @@ class TaskItem(pytest.Item):
         try:
             self._run_or_reuse()
             return
-        except (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable) as e:
+        except (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable, *HARNESS_ERRORS) as e:
             message = str(e)
+            if isinstance(e, RunsDirBusy):  # another session holds the runs dir: no other item can run either
+                self.session.shouldstop = message
         pytest.fail(message, pytrace=False)  # an ERROR (it is in setup) showing the message only
 
     def _run_or_reuse(self):
