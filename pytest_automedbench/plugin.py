@@ -20,9 +20,9 @@ from .metrics import MetricUnavailable
 from .reporting.resume import reuse_finished_run
 from .runfiles import RunsDirBusy
 from .runner import HARNESS_ERRORS, execute
-from .sandbox.options import SANDBOX_OPTIONS
+from .options import ALL_OPTIONS, settings_from
 from .sandbox import SandboxError, isolation_of
-from .settings import OPTIONS, RunSettings, SettingsError, settings_from
+from .settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
 
@@ -37,7 +37,7 @@ def pytest_addhooks(pluginmanager):
 
 def pytest_addoption(parser):
     group = parser.getgroup("automedbench", "benchmark AI agents on medical-AI tasks")
-    for name, ini, default, _type, help_ in [*OPTIONS, *SANDBOX_OPTIONS]:
+    for name, ini, default, _type, help_ in ALL_OPTIONS:
         group.addoption(f"--amb-{name}", dest=ini, default=None, help=f"{help_} [ini: {ini}]")
         parser.addini(ini, help_, default=default)
     group.addoption("--amb-resume", action="store_true", dest="amb_resume", default=None,

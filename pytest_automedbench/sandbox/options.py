@@ -6,7 +6,7 @@ from typing import Any, Callable
 from ..settings import SandboxOptions, SettingsError
 from .gpus import parse_gpus, worker_gpus
 
-# (name, ini, default, type, help), as in settings.OPTIONS
+# (name, ini, default, type, help), as in options.OPTIONS
 SANDBOX_OPTIONS = [
     ("gpus", "amb_gpus", None, str, "GPU ids shared out to the xdist workers, e.g. 0,1,2,3 (default: CPU only)"),
     ("docker-image", "amb_docker_image", "python:3.11-slim", str, "image of the docker sandbox's agent container"),

@@ -1,0 +1,105 @@
+"""The `--amb-*` command-line options and their ini twins, read once into the typed settings.
+
+settings.py holds the types; this module turns a pytest config into them (the sandbox's own
+options are listed in sandbox/options.py). A bad value raises SettingsError naming the option.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .sandbox.options import SANDBOX_OPTIONS, sandbox_options
+from .settings import TIER_CHOICES, Factories, RunSettings, SettingsError
+
+# (name, ini, default, type, help): `--amb-<name>` with ini twin `<ini>`.
+OPTIONS = [
+    ("model", "amb_model", "reference", str,
+     "agent under test: reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD"),
+    ("tier", "amb_tier", "lite", str, "tier to run: lite, standard, pro or all"),
+    ("repeats", "amb_repeats", "1", int, "runs per task x tier"),
+    ("runs-dir", "amb_runs_dir", "reports/runs", str, "where each run's folder goes"),
+    ("report-dir", "amb_report_dir", "reports", str, "where amb-results.json and reports go"),
+    ("data-dir", "amb_data_dir", None, str, "prepared task data (default $AMB_DATA_DIR or ~/.cache/pytest-automedbench/data)"),
+    ("sandbox", "amb_sandbox", "local", str, "sandbox backend for the agent's code"),
+    ("fail-under", "amb_fail_under", "0", float, "a run whose overall is below this fails"),
+    ("max-turns", "amb_max_turns", None, int, "cap on agent turns (overrides the task's)"),
+    ("time-limit", "amb_time_limit", None, float, "wall-clock seconds per run (overrides the task's)"),
+    ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
+    ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
+    ("judge", "amb_judge", "heuristic", str, "stage judge: heuristic, claude[:ID], gpt or openai:ID"),
+    ("save", "amb_save", None, str, "save this session's aggregate as baseline NAME (<report-dir>/baselines/NAME.json)"),
+    ("compare", "amb_compare", None, str, "compare with baseline NAME or a baseline file PATH"),
+    ("compare-fail", "amb_compare_fail", None, str,
+     "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
+    ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
+    ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
+]
+
+
+ALL_OPTIONS = [*OPTIONS, *SANDBOX_OPTIONS]
+
+
+def read_option(config, ini: str, type_: type):
+    """An option's value: the command line first, then the ini file; None when unset."""
+    value = config.getoption(ini)
+    if value is None:
+        value = config.getini(ini)
+    if value in (None, ""):
+        return None
+    try:
+        return type_(value)
+    except ValueError:
+        raise SettingsError(f"--{ini.replace('_', '-')}: expected {type_.__name__}, got {value!r}") from None
+
+
+def _under(root: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else root / path
+
+
+def settings_from(config) -> RunSettings:
+    """The typed settings of a pytest session (raises SettingsError naming the option)."""
+    from .agents.pricing import PriceFileError, load_prices
+    from .data import default_data_dir
+
+    def option(ini: str, type_: type = str):
+        return read_option(config, ini, type_)
+
+    tier = option("amb_tier")
+    if tier not in TIER_CHOICES:
+        raise SettingsError(f"--amb-tier: expected lite, standard, pro or all, got {tier!r}")
+    repeats = option("amb_repeats", int)
+    if repeats < 1:
+        raise SettingsError("--amb-repeats: must be at least 1")
+    rootdir = Path(str(config.rootpath))
+    data_dir = option("amb_data_dir")
+    prices_file = option("amb_prices")
+    try:
+        prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
+    except PriceFileError as e:
+        raise SettingsError(f"--amb-prices: {e}") from None
+    return RunSettings(
+        model=option("amb_model"),
+        runs_dir=_under(rootdir, option("amb_runs_dir")),
+        sandbox=option("amb_sandbox"),
+        max_turns=option("amb_max_turns", int),
+        time_limit_s=option("amb_time_limit", float),
+        max_tokens=option("amb_max_tokens", int),
+        max_cost_usd=option("amb_max_cost", float),
+        fail_under=option("amb_fail_under", float),
+        tier=tier,
+        repeats=repeats,
+        report_dir=_under(rootdir, option("amb_report_dir")),
+        data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
+        judge=option("amb_judge"),
+        resume=bool(config.getoption("amb_resume") or config.getini("amb_resume")),
+        save=option("amb_save"),
+        compare=option("amb_compare"),
+        compare_fail=option("amb_compare_fail"),
+        prices=prices,
+        retry_delay=option("amb_retry_delay", float),
+        sandbox_options=sandbox_options(option),
+        factories=Factories.from_hooks(config),
+    )
+
+
+__all__ = ["ALL_OPTIONS", "OPTIONS", "read_option", "settings_from"]
