@@ -18,7 +18,7 @@ from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .data import DataNotPrepared, ensure_prepared
 from .metrics import MetricUnavailable
 from .reporting.resume import reuse_finished_run
-from .runfiles import RunsDirBusy
+from .runfiles import RunsDirBusy, release_all
 from .runner import HARNESS_ERRORS, execute
 from .options import ALL_OPTIONS, settings_from
 from .sandbox import SandboxError, isolation_of
@@ -73,6 +73,7 @@ def pytest_unconfigure(config):
     workers doing that at once on two cores added ~3 s to the end of every benchmark session. One
     collection here (pytest's unraisable hook still listening), then freezing the survivors, keeps
     the check and makes its passes cheap; the cleanup added in pytest_configure unfreezes them."""
+    release_all()  # this process's lease on the runs dir ends with the session (runfiles)
     collector = config.pluginmanager.get_plugin("amb-results")  # the controller of an -n session
     if config.stash.get(RAN_TASKS_KEY, False) or (collector is not None and collector.runs):
         gc.collect()

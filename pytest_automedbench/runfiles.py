@@ -123,6 +123,30 @@ def try_read_result(path: Path | str | None) -> dict[str, Any] | None:
         return None
 
 
+def viewer_files(run_dir: Path | str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """conversation.json's messages and trace.jsonl's events as far as they are readable (for a
+    viewer, which shows what there is: a damaged line or file is left out, never an error)."""
+    run_dir = Path(run_dir)
+    try:
+        conversation = json.loads((run_dir / "conversation.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        conversation = []
+    events = []
+    try:
+        lines = (run_dir / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        lines = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    messages = [m for m in conversation if isinstance(m, dict)] if isinstance(conversation, list) else []
+    return messages, events
+
+
 def is_errored(result: dict[str, Any]) -> bool:
     """The harness or its infrastructure broke in this run: its scores are not the agent's."""
     return bool(result.get("errored"))
@@ -355,19 +379,38 @@ def _describe(holder: dict[str, Any]) -> str:
             f"{holder.get('command', '?')[:120]}")
 
 
+class _Locked:
+    """An exclusive flock on the runs dir itself for a short critical section (a lock file where the file
+    system cannot lock a folder)."""
+
+    def __init__(self, runs_dir: Path):
+        self.runs_dir = runs_dir
+
+    def __enter__(self):
+        try:
+            self.fd = os.open(self.runs_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except OSError:
+            self.fd = os.open(self.runs_dir / f"{LEASE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # closing releases the lock
+
+
 def lease(runs_dir: Path | str) -> None:
-    """Hold runs_dir for this session (once per process; released at exit). RunsDirBusy names the holder."""
+    """Hold runs_dir for this session (once per process, until `release`, or the process ends).
+    RunsDirBusy names the session holding it."""
     runs_dir = Path(runs_dir)
     key = str(runs_dir.resolve())
     if key in _LEASED:
         return
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
-        with open(runs_dir / f"{LEASE}.lock", "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # a short critical section: read, check, write
-            state = _read_lease(runs_dir)
+        with _Locked(runs_dir):
+            holders = [h for h in _read_lease(runs_dir) if _alive(h)]
             me = session_id()
-            holders = [h for h in state.get("holders", []) if _alive(h)]
             others = [h for h in holders if h.get("session") != me]
             if others:
                 raise RunsDirBusy(f"{runs_dir}: in use by another automedbench session ({_describe(others[0])}); "
@@ -377,38 +420,50 @@ def lease(runs_dir: Path | str) -> None:
             entry = {"session": me, "pid": os.getpid(), "started": _start_time(os.getpid()),
                      "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                      "command": " ".join(sys.argv)}
-            atomic_write(runs_dir / f"{LEASE}.json", json.dumps({"holders": holders + [entry]}, indent=1))
+            _write_lease(runs_dir, holders + [entry])
     except OSError as e:
         raise _disk_error(e, runs_dir, "cannot use it as the runs dir") from None
     _LEASED[key] = entry
     if len(_LEASED) == 1:
-        atexit.register(_release_all)
+        atexit.register(release_all)
 
 
-def _read_lease(runs_dir: Path) -> dict[str, Any]:
+def _read_lease(runs_dir: Path) -> list[dict[str, Any]]:
     try:
         state = json.loads((runs_dir / f"{LEASE}.json").read_text())
-        return state if isinstance(state, dict) and isinstance(state.get("holders"), list) else {}
     except (OSError, ValueError):
-        return {}
+        return []
+    holders = state.get("holders") if isinstance(state, dict) else None
+    return [h for h in holders if isinstance(h, dict)] if isinstance(holders, list) else []
+
+
+def _write_lease(runs_dir: Path, holders: list[dict[str, Any]]) -> None:
+    path = runs_dir / f"{LEASE}.json"
+    if holders:
+        atomic_write(path, json.dumps({"holders": holders}, indent=1))
+    else:
+        path.unlink(missing_ok=True)  # a runs dir nobody uses holds only runs
+        try:
+            (runs_dir / STAGING).rmdir()  # when empty
+        except OSError:
+            pass
 
 
 def release(runs_dir: Path | str) -> None:
+    """Give runs_dir back (this process's part of the session's lease)."""
     runs_dir = Path(runs_dir)
     entry = _LEASED.pop(str(runs_dir.resolve()), None)
     if entry is None:
         return
     try:
-        with open(runs_dir / f"{LEASE}.lock", "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            state = _read_lease(runs_dir)
-            holders = [h for h in state.get("holders", []) if h != entry and _alive(h)]
-            atomic_write(runs_dir / f"{LEASE}.json", json.dumps({"holders": holders}, indent=1))
+        with _Locked(runs_dir):
+            _write_lease(runs_dir, [h for h in _read_lease(runs_dir) if h != entry and _alive(h)])
     except OSError:
         pass  # a dead holder is recognised as such by the next session
 
 
-def _release_all() -> None:
+def release_all() -> None:
+    """Give back every runs dir this process holds (at the end of a pytest session, and at exit)."""
     for key in list(_LEASED):
         release(key)
 
@@ -433,5 +488,6 @@ def _recover(runs_dir: Path) -> None:
 
 
 __all__ = ["REQUIRED", "RunFilesError", "RunFolder", "RunsDirBusy", "check_result", "config_hash", "is_errored",
-           "lease", "load_run", "place", "read_result", "release", "reusable_result", "reuse_finished_run",
-           "run_folder", "run_folders", "run_id", "session_id", "start_run", "try_read_result", "write_run_files"]
+           "lease", "load_run", "place", "read_result", "release", "release_all", "reusable_result", "reuse_finished_run",
+           "run_folder", "run_folders", "run_id", "session_id", "start_run", "try_read_result", "viewer_files",
+           "write_run_files"]

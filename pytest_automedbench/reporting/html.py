@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write
+from ..runfiles import viewer_files
 from .leaderboard import COLUMNS, LEVELS, MEDALS, STAGES, _table_rows
 
 MAX_TEXT = 20000  # characters kept of any one message or stream in the viewer
@@ -22,27 +23,6 @@ def _cut(text: Any) -> Any:
     if isinstance(text, str) and len(text) > MAX_TEXT:
         return text[:MAX_TEXT] + f"\n... ({len(text) - MAX_TEXT} more characters)"
     return text
-
-
-def _read_json(path: Path, default):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return default
-
-
-def _trace(run_dir: Path) -> list[dict]:
-    events = []
-    try:
-        lines = (run_dir / "trace.jsonl").read_text().splitlines()
-    except OSError:
-        return events
-    for line in lines:
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    return events
 
 
 def conversation_steps(conversation: list[dict], trace: list[dict]) -> list[dict]:
@@ -85,7 +65,7 @@ def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
             "completion_rate", "stages", "medal", "failure_mode", "turns", "wall_time_s", "tokens", "cost_usd",
             "violations", "error_codes", "task_metrics", "stage_evidence", "started_at")
     return {"result": {k: result.get(k) for k in keep}, "plan_md": plan_md, "plan_png": plan_png,
-            "steps": conversation_steps(_read_json(run_dir / "conversation.json", []), _trace(run_dir))}
+            "steps": conversation_steps(*viewer_files(run_dir))}
 
 
 # -- plots -------------------------------------------------------------------------------------
