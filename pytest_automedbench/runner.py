@@ -159,7 +159,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     try:
         scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
     except LookupError as e:  # a metric.module that does not import: one line naming the task file
-        raise TaskSpecError(task.path, "metric.module", str(e)) from None
+        raise TaskSpecError(task.path, "metric.module", str(e).removeprefix("metric.module ")) from None
     rid = run_id(spec.id, tier, settings.model, repeat)
     folder = start_run(settings.runs_dir, rid)
     workspace = folder.workspace
