@@ -69,7 +69,7 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
         raise RescoreError(str(e)) from None
     workspace = run_dir / "workspace"
     if not workspace.is_dir():
-        raise RescoreError(f"{workspace}: missing: the run's workspace is gone, so its submission is; not rescored")
+        raise RescoreError(f"{workspace}: missing: the run's workspace (its submission) is gone; not rescored")
     if (workspace / "outputs").exists() and not (workspace / "outputs").is_dir():
         raise RescoreError(f"{workspace / 'outputs'}: not a folder; not rescored")
     if result["tier"] not in ("lite", "standard", "pro"):

@@ -109,7 +109,7 @@ def check_result(result: Any, path: Path | str) -> dict[str, Any]:
 def read_result(path: Path | str) -> dict[str, Any]:
     """A run's result.json (the folder or the file), checked (`check_result`)."""
     path = Path(path)
-    path = path / "result.json" if path.is_dir() else path
+    path = path / "result.json" if path.is_dir() and path.name != "result.json" else path
     return check_result(_read_json(path), path)
 
 
@@ -452,10 +452,10 @@ def _write_lease(runs_dir: Path, holders: list[dict[str, Any]]) -> None:
 def release(runs_dir: Path | str) -> None:
     """Give runs_dir back (this process's part of the session's lease)."""
     runs_dir = Path(runs_dir)
-    entry = _LEASED.pop(str(runs_dir.resolve()), None)
-    if entry is None:
-        return
     try:
+        entry = _LEASED.pop(str(runs_dir.resolve()), None)
+        if entry is None:
+            return
         with _Locked(runs_dir):
             _write_lease(runs_dir, [h for h in _read_lease(runs_dir) if h != entry and _alive(h)])
     except OSError:
