@@ -117,3 +117,30 @@ def test_an_errored_rerun_never_replaces_a_finished_run(api_sessions, record_pro
     assert c["parked"] is not None and c["parked"]["errored"] and "key revoked" in c["parked"]["error"]
     record_fault(record_property, "rerun of a finished run hits HTTP 401", "finished result kept",
                  "kept; errored rerun parked in .errored/", runs_lost=0 if kept else 1)
+
+
+def test_retry_policy_gives_up_when_the_run_has_no_time_left():
+    from pytest_automedbench.agents.retry import LLMAPIError, MalformedReply, RetryPolicy, classify
+
+    assert classify(MalformedReply("no choices")).kind == "malformed" and classify(MalformedReply("x")).transient
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        raise MalformedReply("cut short")
+
+    left = iter([100.0, 0.5])  # one attempt, then a 1-2 s backoff would outlive the run
+    policy = RetryPolicy(base_delay=4.0, max_delay=4.0, sleep=lambda s: None, rng=__import__("random").Random(3))
+    with pytest.raises(LLMAPIError) as err:
+        policy.call(flaky, time_left=lambda: next(left, 0.0))
+    assert err.value.kind == "time_limit" and len(attempts) == 1 and "malformed" in str(err.value)
+
+
+def test_mock_server_validates_malformed_entries():
+    from pytest_automedbench.testing.mock_llm import ScriptError, validate_entry
+
+    assert validate_entry({"malformed": True}) and validate_entry({"malformed": "<html>", "delay": 1})
+    with pytest.raises(ScriptError, match="malformed: expected true or the raw body"):
+        validate_entry({"malformed": 3})
+    with pytest.raises(ScriptError, match="must be a reply entry"):
+        MockLLMServer(default={"malformed": True})

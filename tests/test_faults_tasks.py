@@ -123,3 +123,20 @@ def test_nothing_prepared_outside_the_data_dir(hostile_session):
     data = hostile_session["root"] / "data"
     assert {p.name for p in data.iterdir() if p.is_dir()} <= {"ok", "bomb", "no-prep", "no-metric"}
     assert (hostile_session["victim"] / "keep.txt").read_text() == "precious"
+
+
+def test_yaml_reader_limits():
+    import time
+
+    from pytest_automedbench.tasks.yaml_reader import YAMLRefused, read_yaml
+
+    assert read_yaml("base: &b {x: 1}\nother:\n  <<: *b\n  x: 2\n") == {"base": {"x": 1}, "other": {"x": 2}}
+    started = time.monotonic()
+    with pytest.raises(YAMLRefused, match="expands to more than"):
+        read_yaml(LAUGHS)
+    assert time.monotonic() - started < 5
+    for text, problem in (("a: &r [*r]\n", "refers to the node that contains it"), ("a: 1\na: 2\n", "duplicate key 'a'"),
+                          ("a: .nan\n", "not a finite number"), ("a: " + "9" * 5000 + "\n", "an integer of 5000"),
+                          ("a: " + "[" * 100 + "]" * 100 + "\n", "nested more than 64")):
+        with pytest.raises(YAMLRefused, match=problem):
+            read_yaml(text)
