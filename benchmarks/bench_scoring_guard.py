@@ -3,8 +3,9 @@
 
     python benchmarks/bench_scoring_guard.py [--repeats 3] [--tracks segmentation,...]
 
-Prints, per track, the median harness time both ways, the difference (the guard's overhead per
-scoring) and the ratio; writes benchmarks/results/scoring_guard.json.
+Prints the cost of an empty child (fork, cap, pipe, exit) in a process with the metric libraries
+loaded, then per track the median harness time both ways, the difference (the guard's overhead
+per scoring) and the ratio; writes benchmarks/results/scoring_guard.json.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_scoring  # noqa: E402
-from _common import record, show  # noqa: E402
+from _common import median, record, show, timed  # noqa: E402
 
 from pytest_automedbench import scoring_guard  # noqa: E402
+from pytest_automedbench.scoring_guard import run_capped  # noqa: E402
 
 MODULES = {"segmentation": "segmentation", "enhancement": "enhancement", "detection": "detection",
            "report": "report", "classification": "classification"}
@@ -49,6 +51,12 @@ def main() -> int:
     ap.add_argument("--tracks", default=",".join(bench_scoring.BENCHES))
     args = ap.parse_args()
     figures = {}
+    for track in args.tracks.split(","):  # the metric libraries loaded, as in a worker that scores
+        importlib.import_module(f"pytest_automedbench.metrics.{MODULES[track]}")
+    empty = median(timed(lambda: run_capped(int, cap_bytes=1 << 30, timeout_s=60), 10))
+    print("== the forked child alone (fork, cap, pipe, exit)")
+    show("run_capped(int)", empty)
+    figures["empty_child_s"] = empty
     for track in args.tracks.split(","):
         module = importlib.import_module(f"pytest_automedbench.metrics.{MODULES[track]}")
         with tempfile.TemporaryDirectory() as tmp:

@@ -77,7 +77,7 @@ def test_malformed_bodies_are_retried(api_sessions, record_property):
 def test_a_slow_reply_is_bounded_by_the_time_left(api_sessions, record_property):
     run = api_sessions["A"]["runs"][rid("slow")]
     assert run["failure_mode"] == "time_limit" and not run.get("errored")
-    assert run["wall_time_s"] < SLOW_LIMIT_S + 15, run["wall_time_s"]  # the reply would take 120 s (x 6 attempts)
+    assert run["wall_time_s"] < SLOW_LIMIT_S + 60, run["wall_time_s"]  # the reply would take 120 s (x 6 attempts)
     record_fault(record_property, f"a 120 s model reply, time limit {SLOW_LIMIT_S} s", "time_limit outcome",
                  f"time_limit after {run['wall_time_s']:.0f} s")
 

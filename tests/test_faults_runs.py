@@ -9,12 +9,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from faults.suite import (HARNESS, MOCK_MODEL, TRACEBACK, TaskScripts, finished, lost, make_suite, mock_env, output,
-                          results, run_session, session_env, solve_call, start_session, task_yaml, wait_for)
+from faults.suite import (MOCK_MODEL, TRACEBACK, TaskScripts, finished, lost, make_suite, mock_env, output,
+                          results, run_session, session_env, start_session, task_yaml, wait_for)
 from faults.table import record_fault
 from pytest_automedbench.testing import MockLLMServer
 
@@ -31,7 +32,7 @@ def staging(runs: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def killed_then_resumed(tmp_path_factory):
     root = tmp_path_factory.mktemp("kill9")
-    make_suite(root, {f"{t}.task.yaml": task_yaml(t, steps=None) for t in ("k1", "k2", "k3")})
+    make_suite(root, {f"{t}.task.yaml": task_yaml(t, steps=None, time_limit_s=900) for t in ("k1", "k2", "k3")})
     runs = root / "runs"
     scripts = TaskScripts()
     with MockLLMServer(responder=scripts) as server:
@@ -153,15 +154,25 @@ def test_rescore_handles_every_damaged_folder_with_one_line(killed_then_resumed,
 # -- two sessions on one runs dir -------------------------------------------------------------------------
 def test_a_second_session_on_the_same_runs_dir_is_refused_naming_the_holder(tmp_path, record_property):
     root = tmp_path
-    make_suite(root, {"s1.task.yaml": task_yaml("s1", steps=None)})
+    make_suite(root, {"s1.task.yaml": task_yaml("s1", steps=None, time_limit_s=900)})
     scripts = TaskScripts()
-    with MockLLMServer(responder=scripts) as server:
-        scripts.add("s1", {**solve_call("slow start"), "delay": 15})
+    second_done = threading.Event()
+
+    def responder(body, api):  # the first session's first model call waits until the second session ended
+        entry = scripts(body, api)
+        if scripts.requests["s1"] == 1:
+            second_done.wait(600)
+        return entry
+
+    with MockLLMServer(responder=responder) as server:
         first = start_session(root, *MOCK_MODEL, env=mock_env(server), log="first.log")
         try:
             wait_for(lambda: scripts.requests["s1"] >= 1 and (root / "runs" / ".amb-lease.json").is_file(),
                      "the first session to hold the runs dir")
-            second = run_session(root, *MOCK_MODEL, env=mock_env(server))
+            try:
+                second = run_session(root, *MOCK_MODEL, env=mock_env(server))
+            finally:
+                second_done.set()
             first.wait(timeout=600)
         finally:
             if first.poll() is None:
