@@ -78,7 +78,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     outputs.mkdir(parents=True, exist_ok=True)
     track = scoring_guard.evaluate(spec, outputs, data.private, data.public, metric_hook)  # bounded (robust, #19)
     verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge)
-    bands, relative = scoring.medal_bands(spec.track, spec.medals)
+    bands, relative = scoring.medal_bands(spec.track, spec.medals, track)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,

@@ -11,30 +11,105 @@ outputs, S5 without a submission, S1-S3 as their judge decides (judge/heuristic.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 STAGE_WEIGHTS = {"S1": 0.25, "S2": 0.15, "S3": 0.35, "S4": 0.15, "S5": 0.10}
 
-# Default medal bands on the track metric (A at or above the first, B at or above the second).
+
+@dataclass(frozen=True)
+class Bands:
+    """Medal bands of a task (docs/tracks.md, "Medals"), as the anchors grade results.
+
+    A at or above `A`, B at or above `B`, else C; with `C` set, C at or above `C` and F below it
+    (enhancement's "below classical"). `relative`: the thresholds are offsets over the baseline's
+    value. `component`: rate this component of the track result (x completion) instead of the metric
+    handed to `grade`. `also`: (name, A, B, C) further values that must reach the same level.
+    `min_completion`: F below that completion rate. `bind(result)` reads the values, baselines and
+    completion from a TrackResult; unbound bands grade the metric alone.
+    """
+
+    A: float
+    B: float
+    C: float | None = None
+    relative: bool = False
+    component: str | None = None
+    also: tuple[tuple[str, float, float, float | None], ...] = ()
+    min_completion: float | None = None
+    bound: dict | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_medals(cls, medals) -> "Bands":
+        also = tuple((name, lv.A, lv.B, lv.C) for name, lv in (medals.also or {}).items())
+        return cls(medals.A, medals.B, medals.C, medals.relative_to == "baseline", medals.component, also,
+                   medals.min_completion)
+
+    def bind(self, result) -> "Bands":
+        """These bands with the values they need from a TrackResult (components, diagnostics)."""
+        diag = result.diagnostics
+        baselines = diag.get("baseline_values") or {}
+
+        def value(name: str) -> float | None:
+            v = result.components.get(name, diag.get(name))
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        rated = None
+        if self.component is not None:  # a component of the Task value: scaled by completion like the metric
+            rated = (value(self.component) or 0.0) * result.completion_rate
+        main_base = baselines.get(self.component) if self.component else diag.get("baseline_score")
+        return replace(self, bound={"rated": rated, "baseline": main_base, "completion": result.completion_rate,
+                                    "also": {n: (value(n), baselines.get(n)) for n, *_ in self.also}})
+
+    def grade(self, metric: float, baseline: float | None = None) -> str | None:
+        """A/B/C/F for `metric` (or the bound component); None when a needed baseline or value is missing."""
+        bound = self.bound or {}
+        if self.min_completion is not None and bound.get("completion", 1.0) < self.min_completion:
+            return "F"
+        value = bound["rated"] if bound.get("rated") is not None else metric
+        base = bound.get("baseline") if self.bound is not None else baseline
+        if self.relative and base is None:
+            return None
+        levels = ("A", "B", "C") if self.C is not None else ("A", "B")
+        checks = [(value, self._thresholds((self.A, self.B, self.C), base, levels))]
+        for name, *extra in self.also:
+            v, v_base = bound.get("also", {}).get(name, (None, None))
+            if v is None or (self.relative and v_base is None):
+                return None
+            checks.append((v, self._thresholds(extra, v_base, levels)))
+        for lv in levels:
+            if all(v >= thresholds[lv] for v, thresholds in checks):
+                return lv
+        return "F" if self.C is not None else "C"
+
+    def _thresholds(self, abc, base, levels) -> dict[str, float]:
+        """Each level's threshold: the value (a missing C: no bar), over the baseline when relative."""
+        shift = base if self.relative else 0.0
+        return {lv: (t if t is not None else float("-inf")) + shift for lv, t in zip("ABC", abc) if lv in levels}
+
+
+# Default medal bands per track, as the anchors publish them (docs/tracks.md, "Medals"):
+# AutoMedBench's medal_tier.py / aggregate.py per track (good -> A, okay -> B, below -> C), the
+# site's CT-SR bands for synthesis, and enhancement's baseline_bands.json rule (relative to the
+# classical baseline on SSIM and PSNR together, F below C or under half the cases).
 DEFAULT_MEDAL_BANDS = {
-    "segmentation": (0.70, 0.30),
-    "vqa": (0.40, 0.25),
-    "report": (0.80, 0.55),
-    "detection": (0.60, 0.30),
-    "classification": (0.70, 0.40),
-    # Relative tracks: offsets over a classical baseline on the same cases (A beats it clearly,
-    # B at least matches it), read from TrackResult.diagnostics["baseline_score"].
-    "enhancement": (0.02, 0.0),
-    "synthesis": (0.02, 0.0),
+    "segmentation": Bands(0.70, 0.30),
+    "vqa": Bands(0.40, 0.25),
+    "report": Bands(0.80, 0.55),
+    "detection": Bands(0.60, 0.30),
+    "classification": Bands(0.70, 0.40),  # no published bands: ours (see docs/tracks.md)
+    "synthesis": Bands(0.98, 0.95, 0.95),  # Good / Okay / fail: no C tier, below Okay is F
+    "enhancement": Bands(0.02, -0.02, -0.05, relative=True, also=(("psnr_db", 1.0, -1.0, -3.0),),
+                         min_completion=0.5),
 }
-RELATIVE_TRACKS = ("enhancement", "synthesis")
+RELATIVE_TRACKS = tuple(t for t, b in DEFAULT_MEDAL_BANDS.items() if b.relative)
 
 
-def medal_bands(track: str, medals=None) -> tuple[tuple[float, float] | None, bool]:
-    """(bands, relative) for a task: its own `medals:` block, else the track's defaults."""
-    if medals is not None:
-        return (medals.A, medals.B), medals.relative_to == "baseline"
-    return DEFAULT_MEDAL_BANDS.get(track), track in RELATIVE_TRACKS
+def medal_bands(track: str, medals=None, result=None) -> tuple[Bands | None, bool]:
+    """(bands, relative) for a task: its own `medals:` block, else the track's defaults; bound to
+    the track `result` (a TrackResult) when given, so components and baselines are read from it."""
+    bands = Bands.from_medals(medals) if medals is not None else DEFAULT_MEDAL_BANDS.get(track)
+    if bands is not None and result is not None:
+        bands = bands.bind(result)
+    return bands, bool(bands and bands.relative)
 
 
 def agentic(stages: dict[str, float]) -> float:
@@ -57,23 +132,21 @@ def s5(has_valid_results: bool, format_valid: bool) -> float:
     return 0.5 * float(has_valid_results) + 0.5 * float(format_valid)
 
 
-def medal(metric: float, *, format_valid: bool, disqualified: bool, bands: tuple[float, float] | None,
+def medal(metric: float, *, format_valid: bool, disqualified: bool, bands: Bands | tuple[float, float] | None,
           baseline: float | None = None, relative: bool = False) -> str | None:
-    """F for an invalid or disqualified run, else A/B/C; None where the task has no bands.
+    """F for an invalid or disqualified run, else the bands' grade (A/B/C, or F below a C band);
+    None where the task has no bands or a relative band has no baseline score.
 
-    Relative bands (enhancement, synthesis) are offsets over the baseline's metric on the same
-    cases; without a baseline score there is no medal to give (None).
+    `bands` is a Bands (see medal_bands) or a plain (A, B) pair; for a pair, `relative` says the
+    values are offsets over `baseline`.
     """
     if disqualified or not format_valid:
         return "F"
     if bands is None:
         return None
-    a, b = bands
-    if relative:
-        if baseline is None:
-            return None
-        a, b = baseline + a, baseline + b
-    return "A" if metric >= a else "B" if metric >= b else "C"
+    if not isinstance(bands, Bands):
+        bands = Bands(*bands, relative=relative)
+    return bands.grade(metric, baseline)
 
 
 @dataclass

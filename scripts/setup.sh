@@ -11,7 +11,7 @@ want_tests=0
 
 # System packages: bubblewrap (the local sandbox), WordNet (METEOR); for tests also Chromium
 # (the HTML report test), Docker's engine and debootstrap (the docker sandbox tests).
-apt_pkgs="bubblewrap wordnet-base wordnet-sense-index"
+apt_pkgs="bubblewrap wordnet-base wordnet-sense-index default-jre-headless"
 [ $want_tests = 1 ] && apt_pkgs="$apt_pkgs chromium docker.io debootstrap"
 if [ "${AMB_SKIP_APT:-0}" != 1 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     missing=""

@@ -19,6 +19,7 @@ import PIL.Image  # noqa: F401
 import nilearn.datasets  # noqa: F401  (enhancement / synthesis demo preparers)
 import nltk.translate.meteor_score  # noqa: F401
 import pycocotools.cocoeval  # noqa: F401
+import pytest_automedbench.metrics.report  # noqa: F401  (pycocoevalcap; one METEOR Java process per test process)
 import pydicom  # noqa: F401
 import rouge_score.rouge_scorer  # noqa: F401
 import sacrebleu  # noqa: F401

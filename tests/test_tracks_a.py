@@ -1,6 +1,7 @@
 """Enhancement, synthesis and classification: metrics against independent computations, the
 submission checkers on malformed cases, and the demo tasks' score bounds (reference / null)."""
 import importlib
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ from conftest import read_results
 from pytest_automedbench import scoring
 from pytest_automedbench.metrics import classification, enhancement, metric_module, synthesis
 from pytest_automedbench.metrics.volumes import psnr, resample_like, ssim
-from pytest_automedbench.tasks.schema import Metric
+from pytest_automedbench.tasks.schema import Medals, Metric
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,12 +30,23 @@ def save(path: Path, data, affine=None) -> Path:
     return path
 
 
+def gaussian_weights(ndim):
+    """The anchor's SSIM window: a Gaussian of sigma 1.5 over 11 taps per axis, normalised."""
+    g = np.exp(-0.5 * np.arange(-5, 6) ** 2 / 1.5 ** 2)
+    g /= g.sum()
+    w = g
+    for _ in range(ndim - 1):
+        w = np.multiply.outer(w, g)
+    return w
+
+
 def ssim_one_window(x, y, L):
-    """SSIM of two 7x7 images by the formula: one 7x7 window, sample (N-1) statistics."""
-    n = x.size
-    mx, my = x.mean(), y.mean()
-    vx, vy = x.var(ddof=1), y.var(ddof=1)
-    cxy = ((x - mx) * (y - my)).sum() / (n - 1)
+    """SSIM of two images 11 pixels wide on every axis by the formula: the one window at the centre,
+    Gaussian weights, population (weighted) variances and covariance."""
+    w = gaussian_weights(x.ndim)
+    mx, my = (w * x).sum(), (w * y).sum()
+    vx, vy = (w * x * x).sum() - mx**2, (w * y * y).sum() - my**2
+    cxy = (w * x * y).sum() - mx * my
     c1, c2 = (0.01 * L) ** 2, (0.03 * L) ** 2
     return (2 * mx * my + c1) * (2 * cxy + c2) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
 
@@ -43,24 +55,21 @@ def ssim_one_window(x, y, L):
 
 def test_ssim_matches_formula_on_one_window():
     rng = np.random.default_rng(0)
-    x = rng.uniform(0, 1, (7, 7))
-    y = 0.8 * x + rng.normal(0, 0.05, (7, 7))
-    assert ssim(y, x, 1.0) == pytest.approx(ssim_one_window(x, y, 1.0), rel=1e-9)
+    x = rng.uniform(0, 1, (11, 11)).astype(np.float32).astype(float)
+    y = (0.8 * x + rng.normal(0, 0.05, (11, 11))).astype(np.float32).astype(float)
+    assert ssim(y, x, 1.0) == pytest.approx(ssim_one_window(x, y, 1.0), rel=1e-5)  # float32 inside, as the anchor
     assert ssim(x, x, 1.0) == pytest.approx(1.0)
     # the data range enters through C1 and C2: a larger range makes the same error look smaller
-    assert ssim(y, x, 100.0) == pytest.approx(ssim_one_window(x, y, 100.0), rel=1e-9) and ssim(y, x, 100.0) > ssim(y, x, 1.0)
+    assert ssim(y, x, 100.0) == pytest.approx(ssim_one_window(x, y, 100.0), rel=1e-5) and ssim(y, x, 100.0) > ssim(y, x, 1.0)
 
 
-def test_ssim_3d_matches_monai():
-    from monai.metrics import SSIMMetric
-    import torch
-
+def test_ssim_3d_and_slice_wise_by_formula():
     rng = np.random.default_rng(1)
-    ref = rng.uniform(0, 1, (12, 12, 12))
-    pred = ref + rng.normal(0, 0.1, ref.shape)
-    monai = SSIMMetric(spatial_dims=3, data_range=1.0, kernel_type="uniform", win_size=7)(
-        torch.tensor(pred)[None, None], torch.tensor(ref)[None, None]).item()
-    assert ssim(pred, ref, 1.0) == pytest.approx(monai, abs=1e-4)  # float32 inside MONAI: not bit-equal
+    ref = rng.uniform(0, 1, (11, 11, 11)).astype(np.float32).astype(float)
+    pred = (ref + rng.normal(0, 0.1, ref.shape)).astype(np.float32).astype(float)
+    assert ssim(pred, ref, 1.0) == pytest.approx(ssim_one_window(ref, pred, 1.0), rel=1e-5)
+    per_slice = [ssim_one_window(ref[..., k], pred[..., k], 1.0) for k in range(11)]
+    assert ssim(pred, ref, 1.0, slicewise=True) == pytest.approx(np.mean(per_slice), rel=1e-5)
 
 
 def test_psnr_by_hand():
@@ -68,7 +77,7 @@ def test_psnr_by_hand():
     pred = ref.copy()
     pred[0, 0] = 2.0  # MSE = 4 / 16 = 0.25 -> PSNR = 10 log10(4 / 0.25) = 12.04 dB at data range 2
     assert psnr(pred, ref, 2.0) == pytest.approx(10 * np.log10(4 / 0.25))
-    assert psnr(ref, ref, 2.0) == 100.0
+    assert psnr(ref, ref, 2.0) == 99.0  # the anchor's cap for MSE <= 1e-12
 
 
 def test_resample_like_is_linear_interpolation_along_z():
@@ -83,7 +92,7 @@ def test_resample_like_is_linear_interpolation_along_z():
 
 def test_enhancement_scores_ssim_with_input_as_baseline(tmp_path):
     rng = np.random.default_rng(3)
-    target = rng.uniform(0, 1, (7, 7)).astype(np.float32)
+    target = rng.uniform(0, 1, (11, 11)).astype(np.float32)
     noisy = (target + rng.normal(0, 0.2, target.shape)).astype(np.float32)
     pred = (target + rng.normal(0, 0.05, target.shape)).astype(np.float32)
     save(tmp_path / "private/targets/a.nii.gz", target)
@@ -91,34 +100,37 @@ def test_enhancement_scores_ssim_with_input_as_baseline(tmp_path):
     save(tmp_path / "outputs/a.nii.gz", pred)
     r = enhancement.evaluate(task(data_range=1.0), tmp_path / "outputs", tmp_path / "private", tmp_path / "public")
     t64, n64, p64 = target.astype(float), noisy.astype(float), pred.astype(float)
-    assert r.score == pytest.approx(ssim_one_window(t64, p64, 1.0), rel=1e-6)
-    assert r.diagnostics["baseline_score"] == pytest.approx(ssim_one_window(t64, n64, 1.0), rel=1e-6)
-    assert r.diagnostics["psnr_db"] == pytest.approx(10 * np.log10(1 / np.mean((t64 - p64) ** 2)), rel=1e-6)
+    assert r.score == pytest.approx(ssim_one_window(t64, p64, 1.0), rel=1e-5)
+    assert r.diagnostics["baseline_score"] == pytest.approx(ssim_one_window(t64, n64, 1.0), rel=1e-5)
+    assert r.diagnostics["psnr_db"] == pytest.approx(10 * np.log10(1 / np.mean((t64 - p64) ** 2)), rel=1e-5)
+    assert r.diagnostics["baseline_values"]["psnr_db"] == pytest.approx(10 * np.log10(1 / np.mean((t64 - n64) ** 2)),
+                                                                        rel=1e-5)
     assert (r.n_valid, r.completion_rate, r.format_valid) == (1, 1.0, True)
 
 
-def test_baseline_ssim_is_computed_once_per_dataset(tmp_path, monkeypatch):
+def test_baseline_is_computed_once_per_dataset(tmp_path, monkeypatch):
     rng = np.random.default_rng(4)
-    target = rng.uniform(0, 1, (7, 7)).astype(np.float32)
+    target = rng.uniform(0, 1, (11, 11)).astype(np.float32)
     noisy = (target + rng.normal(0, 0.2, target.shape)).astype(np.float32)
     save(tmp_path / "private/targets/a.nii.gz", target)
     save(tmp_path / "public/images/a.nii.gz", noisy)
     save(tmp_path / "outputs/a.nii.gz", target)
     calls = []
-    real = enhancement.baseline_ssim
-    monkeypatch.setattr(enhancement, "baseline_ssim", lambda *a: calls.append(a[1]) or real(*a))
+    real = enhancement.baseline_values
+    monkeypatch.setattr(enhancement, "baseline_values", lambda *a: calls.append(a[1]) or real(*a))
 
     def baseline():
         return enhancement.evaluate(task(data_range=1.0), tmp_path / "outputs", tmp_path / "private",
                                     tmp_path / "public").diagnostics["baseline_score"]
 
     expected = ssim_one_window(target.astype(float), noisy.astype(float), 1.0)
-    assert baseline() == pytest.approx(expected, rel=1e-6) and calls == ["a"]
-    assert baseline() == pytest.approx(expected, rel=1e-6) and calls == ["a"]  # from <data root>/cache
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["baseline-ssim-1.0-1.json"]
+    assert baseline() == pytest.approx(expected, rel=1e-5) and calls == ["a"]
+    assert baseline() == pytest.approx(expected, rel=1e-5) and calls == ["a"]  # from <data root>/cache
+    cache = "baseline-v2-1.0-1-slices.json"
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [cache]
     save(tmp_path / "public/images/a.nii.gz", target)  # data prepared again: the entry no longer matches
     assert baseline() == pytest.approx(1.0) and calls == ["a", "a"]
-    (tmp_path / "cache" / "baseline-ssim-1.0-1.json").write_text("{not json")
+    (tmp_path / "cache" / cache).write_text("{not json")
     assert baseline() == pytest.approx(1.0) and calls == ["a", "a", "a"]  # a broken cache is recomputed
 
 
@@ -126,9 +138,12 @@ def test_baseline_ssim_is_computed_once_per_dataset(tmp_path, monkeypatch):
     ({"data_range": "wide"}, "metric.params.data_range: expected a positive number or \"target\", got 'wide'"),
     ({"data_range": 0}, 'metric.params.data_range: expected a positive number or "target", got 0'),
     ({"baseline_order": 1.5}, "metric.params.baseline_order: expected an integer 0-5, got 1.5"),
+    ({"score": "psnr"}, "metric.params.score: expected one of ssim, composite, got 'psnr'"),
+    ({"psnr_window": [45, 30]}, "metric.params.psnr_window: expected [low, high] with low < high, got [45, 30]"),
+    ({"ssim_slices": "yes"}, "metric.params.ssim_slices: expected true or false, got 'yes'"),
 ])
 def test_bad_metric_params_name_the_field(tmp_path, params, message):
-    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         enhancement.evaluate(task(**params), tmp_path, tmp_path, tmp_path)
 
 
@@ -149,9 +164,10 @@ def test_registered_and_medals_relative_only_when_asked():
     assert metric_module("classification") is classification
     assert scoring.medal(0.80, format_valid=True, disqualified=False, bands=(0.3, 0.15), baseline=0.45, relative=True) == "A"
     assert scoring.medal(0.70, format_valid=True, disqualified=False, bands=(0.3, 0.15), baseline=0.45, relative=True) == "B"
-    spec = SimpleNamespace(medals=SimpleNamespace(A=0.9, B=0.7, relative_to="absolute"), track="enhancement")
-    assert scoring.medal_bands(spec.track, spec.medals) == ((0.9, 0.7), False)
-    assert scoring.medal_bands("synthesis") == ((0.02, 0.0), True)
+    spec = SimpleNamespace(medals=Medals(A=0.9, B=0.7), track="enhancement")
+    bands, relative = scoring.medal_bands(spec.track, spec.medals)
+    assert (bands.A, bands.B, relative) == (0.9, 0.7, False)
+    assert scoring.medal_bands("synthesis") == (scoring.Bands(0.98, 0.95), False)
 
 
 # ---- submission checkers on malformed cases ------------------------------------------------------

@@ -1,14 +1,23 @@
-"""Detection: mAP at IoU 0.5 over classes (pycocotools COCOeval, iouThrs=[0.5]).
+"""Detection: mAP at IoU 0.5 over classes, 101-point interpolated AP, as AutoMedBench defines it.
 
 Submission: `outputs/<image_id>.json` per image in `private/boxes.json`, a JSON list of
 {"bbox": [x, y, w, h] (pixels, top-left origin), "category": <name from public/classes.json>,
-"score": float}. An empty list is a valid "nothing found". Broken files are case errors and their
-images leave the evaluation (completion drops); mAP is over the images submitted well.
+"score": float}. An empty list is a valid "nothing found". Broken files are case errors.
+
+The definition is the anchor's (eval_det2d/det2d_scorer.py `compute_map`), our own code: per
+class, each image's detections by descending score are matched greedily to the unused ground
+truth box of highest IoU (at least the threshold, first box on ties); all detections by
+descending score give the precision/recall curve; AP = mean over recall 0, 0.01, ..., 1 of the
+best precision at that recall or more. mAP is the mean over every class that has ground truth
+*or* a prediction: a predicted class without ground truth has AP 0. An image with no valid file
+stays in the evaluation with no detections, so its boxes count as misses
+(`metric.params.missing_images: drop` leaves such images out instead; `completeness_gate: true`
+scores 0 unless every image is valid, as the anchor's aggregate.py). A class named
+`abnormality` matches every class (the anchor's VinDr-CXR wildcard). metric.params:
+`iou_threshold` (default 0.5), `max_detections` (per image, default: no limit, as the anchor).
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 from pathlib import Path
@@ -17,6 +26,10 @@ from typing import Any
 import numpy as np
 
 from .base import CaseError, TrackResult, output_files
+from .fidelity import apply_completeness_gate
+
+WILDCARD = "abnormality"
+MISSING_IMAGES = ("empty", "drop")
 
 
 def check_boxes(items: Any, classes: list[str]) -> str | None:
@@ -44,40 +57,62 @@ def check_boxes(items: Any, classes: list[str]) -> str | None:
     return None
 
 
-def coco_map(gt: dict[str, list[dict]], dt: dict[str, list[dict]], classes: list[str],
-             max_dets: int = 100) -> tuple[float, dict[str, float]]:
-    """mAP@0.5 and per-class AP@0.5 (classes without ground truth are left out)."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every [x, y, w, h] box in `a` with every box in `b` (continuous areas, no +1)."""
+    ax2, ay2, bx2, by2 = a[:, 0] + a[:, 2], a[:, 1] + a[:, 3], b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
+    iw = np.clip(np.minimum(ax2[:, None], bx2[None]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    ih = np.clip(np.minimum(ay2[:, None], by2[None]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = iw * ih
+    union = (a[:, 2] * a[:, 3])[:, None] + (b[:, 2] * b[:, 3])[None] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((inter > 0) & (union > 0), inter / union, 0.0)
 
-    images = sorted(gt)
-    img_ids = {name: i + 1 for i, name in enumerate(images)}
-    cat_ids = {name: i + 1 for i, name in enumerate(classes)}
-    anns = [{"id": n + 1, "image_id": img_ids[img], "category_id": cat_ids[b["category"]], "bbox": list(b["bbox"]),
-             "area": float(b["bbox"][2] * b["bbox"][3]), "iscrowd": 0}
-            for n, (img, b) in enumerate((img, b) for img in images for b in gt[img])]
-    dets = [{"image_id": img_ids[img], "category_id": cat_ids[d["category"]], "bbox": [float(v) for v in d["bbox"]],
-             "score": float(d["score"])} for img in images for d in dt.get(img, [])]
-    if not anns or not dets:
-        return 0.0, {}
-    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints progress
-        coco_gt = COCO()
-        coco_gt.dataset = {"images": [{"id": i} for i in img_ids.values()], "annotations": anns,
-                           "categories": [{"id": i, "name": n} for n, i in cat_ids.items()]}
-        coco_gt.createIndex()
-        coco_dt = coco_gt.loadRes(dets)
-        ev = COCOeval(coco_gt, coco_dt, iouType="bbox")
-        ev.params.iouThrs = np.array([0.5])
-        ev.params.maxDets = [1, 10, max_dets]
-        ev.evaluate()
-        ev.accumulate()
-    # precision[T, R, K, A, M]: the one IoU threshold, all recall points, area "all", most detections
-    precision = ev.eval["precision"][0, :, :, 0, -1]
-    per_class = {}
-    for k, name in enumerate(classes):
-        p = precision[:, k]
-        if (p > -1).any():
-            per_class[name] = float(p[p > -1].mean())
+
+def _matches(cls: str, box_class: str) -> bool:
+    return box_class == cls or cls == WILDCARD or box_class == WILDCARD
+
+
+def ap_101(scores: list[float], hits: list[bool], n_gt: int) -> float:
+    """101-point AP: mean over recall r = 0, 0.01, ..., 1 of the best precision at recall >= r."""
+    if n_gt == 0 or not scores:
+        return 0.0
+    order = np.argsort(-np.asarray(scores, float), kind="stable")
+    tp = np.cumsum(np.asarray(hits, float)[order])
+    precision = tp / np.arange(1, len(tp) + 1)
+    recall = tp / n_gt
+    best_from = np.maximum.accumulate(precision[::-1])[::-1]  # best precision at this recall or more
+    # recall is non-decreasing: the first index with recall >= r starts the points that qualify
+    first = np.searchsorted(recall, np.arange(101) / 100.0, side="left")
+    return float(np.where(first < len(recall), best_from[np.minimum(first, len(recall) - 1)], 0.0).mean())
+
+
+def average_precision(gt: dict[str, list[dict]], dt: dict[str, list[dict]], classes: list[str],
+                      iou_threshold: float = 0.5, max_detections: int | None = None) -> tuple[float, dict[str, float]]:
+    """mAP and AP per class; the classes scored are those with ground truth or a detection."""
+    present = sorted({b["category"] for boxes in (*gt.values(), *dt.values()) for b in boxes})
+    per_class: dict[str, float] = {}
+    for cls in [c for c in classes if c in present] + [c for c in present if c not in classes]:
+        scores: list[float] = []
+        hits: list[bool] = []
+        n_gt = 0
+        for image in sorted(gt):
+            g = [b["bbox"] for b in gt[image] if _matches(cls, b["category"])]
+            d = [x for x in dt.get(image, []) if _matches(cls, x["category"])]
+            n_gt += len(g)
+            if not d:
+                continue
+            d = sorted(d, key=lambda x: -float(x["score"]))[:max_detections]  # stable: file order on ties
+            used = np.zeros(len(g), bool)
+            ious = iou_matrix(np.asarray([x["bbox"] for x in d], float), np.asarray(g, float).reshape(-1, 4))
+            for k, x in enumerate(d):
+                candidates = np.where(~used & (ious[k] >= iou_threshold), ious[k], -1.0)
+                j = int(np.argmax(candidates)) if len(g) else -1  # argmax: the first of equal IoUs
+                hit = j >= 0 and candidates[j] >= 0
+                if hit:
+                    used[j] = True
+                scores.append(float(x["score"]))
+                hits.append(bool(hit))
+        per_class[cls] = ap_101(scores, hits, n_gt)
     score = float(np.mean(list(per_class.values()))) if per_class else 0.0
     return score, per_class
 
@@ -85,6 +120,11 @@ def coco_map(gt: dict[str, list[dict]], dt: dict[str, list[dict]], classes: list
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     classes = [str(c) for c in json.loads((public / "classes.json").read_text())]
     gt = json.loads((private / "boxes.json").read_text())
+    params = task.metric.params
+    missing_mode = params.get("missing_images", "empty")
+    if missing_mode not in MISSING_IMAGES:
+        raise ValueError(f"metric.params.missing_images: expected one of {', '.join(MISSING_IMAGES)}, "
+                         f"got {missing_mode!r}")
     result = TrackResult(score=0.0, n_cases=len(gt), n_valid=0)
     submitted: dict[str, list[dict]] = {}
     for image_id in sorted(gt):
@@ -105,9 +145,14 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     result.n_valid = len(submitted)
     result.flag_extra_files(output_files(outputs), {f"{i}.json" for i in gt}, what="image")
     if submitted:
-        max_dets = int(task.metric.params.get("max_detections", 100))
-        result.score, result.components = coco_map({i: gt[i] for i in submitted}, submitted, classes, max_dets)
+        max_dets = params.get("max_detections")
+        scored = gt if missing_mode == "empty" else {i: gt[i] for i in submitted}
+        result.score, result.components = average_precision(
+            scored, submitted, classes, float(params.get("iou_threshold", 0.5)),
+            int(max_dets) if max_dets is not None else None)
         for image_id in submitted:
             result.per_case[image_id] = {"n_boxes": float(len(submitted[image_id])),
                                          "n_reference": float(len(gt[image_id]))}
+    result.diagnostics["missing_images"] = missing_mode
+    apply_completeness_gate(task, result)
     return result

@@ -1,114 +1,193 @@
-"""Report generation: BLEU (sacrebleu), METEOR (nltk + WordNet), ROUGE-L (rouge-score), optionally
-F1RadGraph and CheXbert micro F1 from user-supplied checkpoints.
+"""Report generation: AutoMedBench's MLRG-7 (BLEU, METEOR, ROUGE-L, F1RadGraph, CheXbert micro P/R/F1).
 
 Submission: `outputs/<study>/report.txt` (UTF-8 text) per study in `public/studies.json`; references
-in `private/reports/<study>.txt`. Each lexical component is the mean of per-study scores in [0, 1];
-the task score is the mean of the components the task declares in `metric.params.components`
-(default bleu, meteor, rouge_l). Checkpoint components need AMB_RADGRAPH_CHECKPOINT /
-AMB_CHEXBERT_CHECKPOINT; `preflight` refuses a task that requires them when they are not there.
+in `private/reports/<study>.txt`. The task score is the mean of the components the task declares in
+`metric.params.components` (default: the anchor's seven, ANCHOR_COMPONENTS), each rounded to 4
+decimals as the anchor does (eval_report_gen/mlrg_metrics.py, MLRG tools/metrics/metrics.py):
+
+- both texts: the FINDINGS section when the text has one (`metric.params.section: all` keeps the
+  whole text), whitespace runs as one space;
+- bleu, meteor, rouge_l: the `pycocoevalcap` scorers on MLRG's text (". " split off as " ."; no
+  other tokenisation): corpus BLEU-1..4 averaged, METEOR 1.5 (Java) corpus score, ROUGE-L (beta
+  1.2) averaged over studies;
+- f1radgraph: RadGraph "partial" reward per study, averaged (radgraph.py);
+- chexbert_precision / _recall / _f1: micro averages over CheXbert's 14 labels (chexbert.py).
+
+The model components need checkpoints (AMB_RADGRAPH_CHECKPOINT; AMB_CHEXBERT_CHECKPOINT with
+AMB_CHEXBERT_BERT, or the same names in lower case under metric.params). Without them a run is
+scored on the other components and marked not comparable (diagnostics "comparable": False and
+"not_comparable": why); `metric.params.require_checkpoints: true` refuses the task instead.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
+import threading
 from pathlib import Path
-from typing import Callable
 
 from .base import CaseError, MetricUnavailable, TrackResult
+from .fidelity import apply_completeness_gate, mark_not_comparable
+from .report_models import CHEXBERT_COMPONENTS, chexbert_scores, load_chexbert, load_radgraph, radgraph_score
 
-LEXICAL = ("bleu", "meteor", "rouge_l")
-# Checkpoint components: env var naming the checkpoint, the python package that runs it, and what it is.
-CHECKPOINTS = {
-    "f1radgraph": ("AMB_RADGRAPH_CHECKPOINT", "radgraph", "the RadGraph model checkpoint (e.g. radgraph-xl.tar.gz)"),
-    "chexbert_f1": ("AMB_CHEXBERT_CHECKPOINT", "f1chexbert", "the CheXbert checkpoint (chexbert.pth)"),
-}
-DEFAULT_COMPONENTS = list(LEXICAL)
+NLG = ("bleu", "meteor", "rouge_l")
+ANCHOR_COMPONENTS = (*NLG, "f1radgraph", *CHEXBERT_COMPONENTS)
+KNOWN = ANCHOR_COMPONENTS
 REPORT_FILE = "report.txt"
-_WORDS = re.compile(r"\w+")
+SECTIONS = ("findings", "all")
+# Checkpoint settings: name -> (env var, what it is). metric.params may give the same key in lower case.
+CHECKPOINTS = {
+    "AMB_RADGRAPH_CHECKPOINT": "the RadGraph checkpoint (radgraph.tar.gz, as MLRG's radgraph_path)",
+    "AMB_CHEXBERT_CHECKPOINT": "the CheXbert checkpoint (chexbert.pth)",
+    "AMB_CHEXBERT_BERT": "the bert-base-uncased folder CheXbert is built on (config.json, vocab.txt)",
+}
+NEEDS = {"f1radgraph": ("AMB_RADGRAPH_CHECKPOINT",),
+         **{c: ("AMB_CHEXBERT_CHECKPOINT", "AMB_CHEXBERT_BERT") for c in CHEXBERT_COMPONENTS}}
+
+# ---------------------------------------------------------------- text, as the anchor prepares it
+
+_HEADER = re.compile(r"(?:^|\n)\s*([A-Z][A-Z /(),-]{1,40})\s*:\s*", re.MULTILINE)
+_SECTION_NAMES = {"finding": "findings", "findings": "findings", "reference findings": "findings",
+                  "chest, two views": "findings", "findings and impression": "impression",
+                  "findings/impression": "impression", "findings/ impression": "impression",
+                  "impression": "impression", "conclusion": "impression"}
 
 
-def tokens(text: str) -> list[str]:
-    return _WORDS.findall(text.lower())
+def findings(text: str) -> str:
+    """The text of the first non-empty FINDINGS section (upper-case header + colon), else the whole text."""
+    heads = list(_HEADER.finditer(text))
+    for k, m in enumerate(heads):
+        if _SECTION_NAMES.get(m.group(1).strip().lower(), "") == "findings":
+            body = text[m.end(): heads[k + 1].start() if k + 1 < len(heads) else len(text)].strip()
+            if body:
+                return body
+    return text.strip()
 
 
-def bleu(hyp: str, ref: str) -> float:
-    import sacrebleu
-
-    return min(1.0, sacrebleu.sentence_bleu(hyp, [ref]).score / 100.0)  # float rounding can pass 1
-
-
-def meteor(hyp: str, ref: str) -> float:
-    from nltk.translate.meteor_score import meteor_score
-
-    from .wordnet_data import ensure_nltk_wordnet
-
-    ensure_nltk_wordnet()
-    return float(meteor_score([tokens(ref)], tokens(hyp)))
+def mlrg_text(text: str) -> str:
+    """MLRG's caption text: full stops split off as their own word (" ."), single spaces."""
+    return " ".join(text.replace(".", " .").split())
 
 
-_ROUGE = None
+# ---------------------------------------------------------------- the pycocoevalcap scorers
+
+_METEOR = None
+_METEOR_LOCK = threading.Lock()
 
 
-def rouge_l(hyp: str, ref: str) -> float:
-    global _ROUGE
-    if _ROUGE is None:
-        from rouge_score import rouge_scorer
+def meteor_scorer():
+    """One METEOR 1.5 Java process per Python process (its start loads the paraphrase table: seconds)."""
+    global _METEOR
+    with _METEOR_LOCK:
+        if _METEOR is None:
+            from pycocoevalcap.meteor.meteor import Meteor
 
-        _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    return float(_ROUGE.score(ref, hyp)["rougeL"].fmeasure)
+            _METEOR = Meteor()
+        return _METEOR
 
 
-PER_STUDY: dict[str, Callable[[str, str], float]] = {"bleu": bleu, "meteor": meteor, "rouge_l": rouge_l}
+def warm_meteor() -> threading.Thread:
+    """Start the METEOR process in the background (called before the agent runs)."""
+    def start() -> None:
+        try:
+            meteor_scorer()
+        except Exception:  # noqa: BLE001 - scoring starts it again and reports the error then
+            pass
+
+    thread = threading.Thread(target=start, name="amb-meteor", daemon=True)
+    thread.start()
+    return thread
 
 
-def checkpoint_scorer(component: str, checkpoint: Path) -> Callable[[list[str], list[str]], float]:
-    """Corpus scorer (hyps, refs) -> [0, 1] for a checkpoint component; tests replace this."""
-    env, package, _ = CHECKPOINTS[component]
-    try:
-        mod = __import__(package)
-    except ImportError as e:
-        raise MetricUnavailable(f"{component}: the python package {package!r} is needed to run {checkpoint} "
-                                f"(pip install {package})") from e
-    if component == "f1radgraph":
-        scorer = mod.F1RadGraph(reward_level="partial", model_path=str(checkpoint))
-        return lambda hyps, refs: float(scorer(hyps=hyps, refs=refs)[0])
-    scorer = mod.F1CheXbert(chexbert_checkpoint=str(checkpoint))
-    return lambda hyps, refs: float(scorer(hyps=hyps, refs=refs)[2]["micro avg"]["f1-score"])
+def nlg_scores(hyps: list[str], refs: list[str], which: tuple[str, ...] = NLG,
+               per_study: list[dict] | None = None, skipped: list[str] | None = None) -> dict[str, float]:
+    """bleu (mean of corpus BLEU-1..4), meteor (corpus), rouge_l (mean) on MLRG-prepared texts; each
+    study's own values go into `per_study` when given (a dict per study). A METEOR process that
+    fails is left out with the reason in `skipped` (and restarted next time); without `skipped`
+    the error propagates."""
+    gts = {i: [mlrg_text(r).replace("|||", "")] for i, r in enumerate(refs)}
+    res = {i: [mlrg_text(h).replace("|||", "")] for i, h in enumerate(hyps)}
+    out: dict[str, float] = {}
+    each: dict[str, list[float]] = {}
+    if "bleu" in which:
+        from pycocoevalcap.bleu.bleu import Bleu
 
+        bleu_n, sentence_n = Bleu(4).compute_score(gts, res, verbose=0)
+        out["bleu"] = sum(bleu_n) / 4
+        each["bleu"] = [sum(b) / 4 for b in zip(*sentence_n)]
+    if "meteor" in which:
+        try:
+            corpus, each["meteor"] = meteor_scorer().compute_score(gts, res)
+            out["meteor"] = float(corpus)
+        except (OSError, ValueError) as e:  # Java missing or its process died: no METEOR this time
+            global _METEOR
+            _METEOR = None
+            if skipped is None:
+                raise
+            skipped.append(f"meteor: the METEOR 1.5 Java process failed ({type(e).__name__}: {e})")
+    if "rouge_l" in which:
+        from pycocoevalcap.rouge.rouge import Rouge
+
+        corpus, each["rouge_l"] = Rouge().compute_score(gts, res)
+        out["rouge_l"] = float(corpus)
+    if per_study is not None:
+        for name, values in each.items():
+            for row, v in zip(per_study, values):
+                row[name] = float(v)
+    return out
+
+
+# ---------------------------------------------------------------- configuration
 
 def components_of(task) -> list[str]:
-    comps = task.metric.params.get("components", DEFAULT_COMPONENTS)
-    if isinstance(comps, str):
-        comps = [comps]
-    return list(comps)
+    comps = task.metric.params.get("components", list(ANCHOR_COMPONENTS))
+    return [comps] if isinstance(comps, str) else list(comps)
+
+
+def setting(task, env: str) -> str | None:
+    """A checkpoint path from the environment, else from metric.params (the env name in lower case)."""
+    return os.environ.get(env) or task.metric.params.get(env.lower().removeprefix("amb_"))
+
+
+def missing_settings(task, comps) -> dict[str, str]:
+    """component -> why its checkpoint is not usable here (unset or not on disk)."""
+    why = {}
+    for c in comps:
+        for env in NEEDS.get(c, ()):
+            value = setting(task, env)
+            if not value:
+                why[c] = f"{c} needs {CHECKPOINTS[env]}: set {env}=/path"
+            elif not Path(value).expanduser().exists():
+                why[c] = f"{c} needs {CHECKPOINTS[env]}: {env}={value} does not exist"
+            if c in why:
+                break
+    return why
 
 
 def preflight(task) -> None:
-    """Refuse (MetricUnavailable) a task whose declared components cannot be computed here."""
+    """Refuse (MetricUnavailable) a task that cannot be scored here; start METEOR's Java early."""
     comps = components_of(task)
-    unknown = [c for c in comps if c not in PER_STUDY and c not in CHECKPOINTS]
+    unknown = [c for c in comps if c not in KNOWN]
     if unknown or not comps:
         raise MetricUnavailable(f"metric.params.components: unknown {unknown or 'empty list'} "
-                                f"(known: {', '.join([*PER_STUDY, *CHECKPOINTS])})")
-    missing = []
-    for c in comps:
-        if c in CHECKPOINTS:
-            env, _, what = CHECKPOINTS[c]
-            value = os.environ.get(env)
-            if not value:
-                missing.append(f"{c} needs {what}: set {env}=/path/to/checkpoint")
-            elif not Path(value).expanduser().exists():
-                missing.append(f"{c} needs {what}: {env}={value} does not exist")
+                                f"(known: {', '.join(KNOWN)})")
+    if task.metric.params.get("section", "findings") not in SECTIONS:
+        raise MetricUnavailable(f"metric.params.section: expected one of {', '.join(SECTIONS)}")
+    problems = []
+    if "meteor" in comps and not shutil.which("java"):
+        problems.append("meteor needs Java for METEOR 1.5 (apt-get install default-jre-headless)")
+    for c, why in missing_settings(task, comps).items():
+        # a path given but absent is a mistake; an unset one is allowed (not comparable) unless required
+        if "does not exist" in why or task.metric.params.get("require_checkpoints"):
+            problems.append(why)
+    if problems:
+        raise MetricUnavailable(f"task {task.id} cannot be scored here: " + "; ".join(problems))
     if "meteor" in comps:
-        from .wordnet_data import available, source_dir
+        warm_meteor()
 
-        if not available():
-            missing.append(f"meteor needs WordNet in {source_dir()} (apt-get install wordnet-base "
-                           "wordnet-sense-index, or set AMB_WORDNET_DIR)")
-    if missing:
-        raise MetricUnavailable(f"task {task.id} cannot be scored here: " + "; ".join(missing))
 
+# ---------------------------------------------------------------- scoring
 
 def read_report(path: Path) -> str | CaseError:
     study = path.parent.name
@@ -123,8 +202,29 @@ def read_report(path: Path) -> str | CaseError:
     return text.strip()
 
 
+def model_scores(task, comps: list[str], hyps: list[str], refs: list[str]) -> tuple[dict[str, float], list[str]]:
+    """The checkpoint components that can run here, and why the others could not."""
+    unusable = missing_settings(task, comps)
+    scores: dict[str, float] = {}
+    skipped = [unusable[c] for c in comps if c in unusable]
+    if "f1radgraph" in comps and "f1radgraph" not in unusable:
+        try:
+            scores["f1radgraph"] = radgraph_score(load_radgraph(setting(task, "AMB_RADGRAPH_CHECKPOINT")), hyps, refs)
+        except MetricUnavailable as e:
+            skipped.append(f"f1radgraph: {e}")
+    wanted = [c for c in CHEXBERT_COMPONENTS if c in comps and c not in unusable]
+    if wanted:
+        try:
+            labeler = load_chexbert(setting(task, "AMB_CHEXBERT_CHECKPOINT"), setting(task, "AMB_CHEXBERT_BERT"))
+            scores.update({c: v for c, v in chexbert_scores(labeler, hyps, refs).items() if c in wanted})
+        except MetricUnavailable as e:
+            skipped.append(f"{'/'.join(wanted)}: {e}")
+    return scores, skipped
+
+
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     comps = components_of(task)
+    section = task.metric.params.get("section", "findings")
     # studies.json lists study ids, or study records {"id": ..., "image": ...} (the real suites)
     studies = [str(s["id"]) if isinstance(s, dict) else str(s) for s in json.loads((public / "studies.json").read_text())]
     refs = {s: (private / "reports" / f"{s}.txt").read_text(encoding="utf-8").strip() for s in studies}
@@ -140,16 +240,26 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     for name in sorted(p.name for p in outputs.iterdir() if p.name not in refs) if outputs.is_dir() else []:
         result.extra_files.append(name)
         result.case_errors.append(CaseError.format(name, "extra case: no such study"))
+    if set(comps) != set(ANCHOR_COMPONENTS):
+        mark_not_comparable(result, f"components {comps} are not AutoMedBench's seven ({', '.join(ANCHOR_COMPONENTS)})")
     if not hyps:
         return result
-    for s, hyp in hyps.items():
-        result.per_case[s] = {c: PER_STUDY[c](hyp, refs[s]) for c in comps if c in PER_STUDY}
-    for c in comps:
-        if c in PER_STUDY:
-            result.components[c] = sum(v[c] for v in result.per_case.values()) / len(result.per_case)
-        else:
-            env = CHECKPOINTS[c][0]
-            scorer = checkpoint_scorer(c, Path(os.environ[env]).expanduser())
-            result.components[c] = scorer([hyps[s] for s in hyps], [refs[s] for s in hyps])
-    result.score = sum(result.components[c] for c in comps) / len(comps)
+    prepare = findings if section == "findings" else str.strip
+    ids = list(hyps)
+    h = [" ".join(prepare(hyps[s]).split()) for s in ids]
+    r = [" ".join(prepare(refs[s]).split()) for s in ids]
+    rows: list[dict] = [{} for _ in ids]
+    failed: list[str] = []
+    values = nlg_scores(h, r, tuple(c for c in NLG if c in comps), rows, failed)
+    result.per_case = dict(zip(ids, rows))
+    models, skipped = model_scores(task, comps, h, r)
+    values.update(models)
+    skipped = failed + skipped
+    if skipped:
+        mark_not_comparable(result, "not scored: " + "; ".join(skipped))
+        result.diagnostics["components_missing"] = [c for c in comps if c not in values]
+    result.components = {c: round(values[c], 4) for c in comps if c in values}
+    if result.components:  # the anchor: 4-decimal components, their weighted sum again to 4 decimals
+        result.score = round(sum(result.components.values()) / len(result.components), 4)
+    apply_completeness_gate(task, result)
     return result

@@ -3,6 +3,14 @@
 Submission: one integer label volume per case, `outputs/<case>.nii.gz`, same shape as the image.
 Targets come from the task's metric.targets (name + label value). A target marked positive_only
 (lesions) is scored only on cases whose reference contains it.
+
+As AutoMedBench (eval_seg/dice_scorer.py, aggregate.py): Dice = 2|P and G| / (|P| + |G|), 1 when
+both are empty, 0 when one is; the task metric is the mean over targets of each target's mean
+over cases (organ over all cases, lesion over the cases that have one: 0.5 / 0.5 for two
+targets; FeTA's macro mean over tissues). metric.params: `target_labels: {target: [labels]}`
+scores a target as the union of several labels (an organ mask that includes its lesion, as the
+anchor's separate organ file may); `completeness_gate: true` scores 0 unless every case is valid
+(the anchor's code; by default the harness multiplies by the completion rate, as its site says).
 """
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ import torch
 from monai.metrics import DiceMetric
 
 from .base import CaseError, TrackResult, output_files
+from .fidelity import apply_completeness_gate
 
 NIFTI_SUFFIX = ".nii.gz"
 
@@ -92,9 +101,19 @@ def union_box(a: tuple[slice, ...] | None, b: tuple[slice, ...] | None) -> tuple
     return tuple(slice(min(x.start, y.start), max(x.stop, y.stop)) for x, y in zip(a, b))
 
 
+def target_labels(task) -> dict[str, tuple[int, ...]]:
+    """Each target's label values: its own label, or metric.params.target_labels[name]."""
+    extra = task.metric.params.get("target_labels") or {}
+    if not isinstance(extra, dict) or not all(isinstance(v, list) and v and all(isinstance(x, int) for x in v)
+                                              for v in extra.values()):
+        raise ValueError(f"metric.params.target_labels: expected {{target: [label, ...]}}, got {extra!r}")
+    return {t.name: tuple(extra.get(t.name, [t.label])) for t in task.metric.targets}
+
+
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     targets = task.metric.targets
-    allowed = {0} | {t.label for t in targets}
+    labels_of = target_labels(task)
+    allowed = {0} | {t.label for t in targets} | {v for vs in labels_of.values() for v in vs}
     refs = private / "labels"
     cases = case_ids(refs)
     result = TrackResult(score=0.0, n_cases=len(cases), n_valid=0)
@@ -114,17 +133,24 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         scores = {}
         boxes = label_boxes(ref, pred)
         for t in targets:
-            ref_box, pred_box = boxes[0].get(t.label), boxes[1].get(t.label)
+            values = labels_of[t.name]
+            ref_box, pred_box = None, None
+            for v in values:
+                ref_box, pred_box = union_box(ref_box, boxes[0].get(v)), union_box(pred_box, boxes[1].get(v))
             if t.positive_only and ref_box is None:
                 continue
             if ref_box is None and pred_box is None:
                 scores[t.name] = 1.0  # nothing to find, nothing found (as dice() says)
             else:  # Dice inside the union of the two boxes equals Dice over the whole volume
                 box = union_box(ref_box, pred_box)
-                scores[t.name] = dice(pred[box] == t.label, ref[box] == t.label)
+                if len(values) == 1:
+                    scores[t.name] = dice(pred[box] == values[0], ref[box] == values[0])
+                else:
+                    scores[t.name] = dice(np.isin(pred[box], values), np.isin(ref[box], values))
             per_target[t.name].append(scores[t.name])
         result.per_case[case] = scores
     result.flag_extra_files(output_files(outputs), {f"{c}{NIFTI_SUFFIX}" for c in cases})
     result.components = {name: float(np.mean(v)) for name, v in per_target.items() if v}
     result.score = float(np.mean(list(result.components.values()))) if result.components else 0.0
+    apply_completeness_gate(task, result)
     return result

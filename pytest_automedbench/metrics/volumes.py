@@ -10,7 +10,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 from scipy.ndimage import map_coordinates
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+from skimage.metrics import structural_similarity
 
 NIFTI_SUFFIX = ".nii.gz"
 
@@ -51,15 +51,32 @@ def resample_like(src: np.ndarray, src_affine: np.ndarray, shape: tuple[int, ...
     return out.reshape(shape)
 
 
-def ssim(pred: np.ndarray, ref: np.ndarray, data_range: float) -> float:
-    """SSIM (scikit-image, 7-voxel window, nD) with the task's data range; singleton axes dropped."""
-    p, r = np.squeeze(pred), np.squeeze(ref)
-    win = min(7, *[n if n % 2 else n - 1 for n in r.shape])
-    return float(structural_similarity(r, p, data_range=float(data_range), win_size=win))
+# The anchor's SSIM (eval_image_enhancement/enhancement_scorer.py): scikit-image with a Gaussian
+# window (sigma 1.5, truncated at 3.5 sigma: 11 pixels), population covariances, float32 images.
+SSIM_SIGMA = 1.5
+SSIM_TRUNCATE = 3.5  # scikit-image's own, for gaussian_weights
+
+
+def ssim(pred: np.ndarray, ref: np.ndarray, data_range: float, slicewise: bool = False) -> float:
+    """SSIM as AutoMedBench computes it, nD (singleton axes dropped); `slicewise`: the mean of the 2D
+    SSIMs of the slices along the last axis (the anchor scores 2D images).
+
+    An axis shorter than the 11-pixel window keeps the Gaussian weights but crops with the largest
+    odd window that fits (the anchor would refuse such an image).
+    """
+    p, r = np.squeeze(pred).astype(np.float32, copy=False), np.squeeze(ref).astype(np.float32, copy=False)
+    if slicewise and r.ndim == 3:
+        return float(np.mean([ssim(p[..., k], r[..., k], data_range) for k in range(r.shape[-1])]))
+    full = 2 * int(SSIM_TRUNCATE * SSIM_SIGMA + 0.5) + 1
+    fit = min(n if n % 2 else n - 1 for n in r.shape)
+    return float(structural_similarity(r, p, data_range=float(data_range), gaussian_weights=True,
+                                       sigma=SSIM_SIGMA, use_sample_covariance=False,
+                                       win_size=None if fit >= full else fit))
 
 
 def psnr(pred: np.ndarray, ref: np.ndarray, data_range: float) -> float:
-    """PSNR in dB (scikit-image); identical images give +inf, reported as 100 dB."""
-    if np.array_equal(pred, ref):
-        return 100.0
-    return float(peak_signal_noise_ratio(ref, pred, data_range=float(data_range)))
+    """PSNR in dB as the anchor computes it (float32 squared error); 99 dB when the MSE is <= 1e-12."""
+    mse = float(np.mean((pred.astype(np.float32) - ref.astype(np.float32)) ** 2))
+    if mse <= 1e-12:
+        return 99.0
+    return float(10.0 * np.log10(float(data_range) ** 2 / mse))

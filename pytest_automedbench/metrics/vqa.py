@@ -1,8 +1,14 @@
-"""VQA: exact label for multiple choice, strict yes/no, max(exact match, token F1) for open answers.
+"""VQA: exact label for multiple choice, strict yes/no, 0.5 exact match + 0.5 token F1 for open answers.
 
 Submission: `outputs/answers.json`, one JSON object {question_id: answer_text}. Questions are in
 `public/questions.json` ([{"id", "image", "question", "type": "mc"|"open"|"yesno", "options"}]),
 reference answers in `private/answers.json` ({id: answer}). Format and scoring: docs/tracks.md.
+
+The definitions are AutoMedBench's (eval_vqa: answer_normalizer.py, answer_metrics.py,
+vqa_scorer.py): its normalisation (lowercase, punctuation dropped, yes/no synonyms, number words,
+radiology abbreviations; articles kept), and for an open question whose reference is yes/no the
+strict yes/no accuracy instead of EM/F1. `metric.params.open_score: max` scores open answers
+max(EM, F1) instead (the benchmark site's wording; docs/fidelity.md).
 
 An optional LLM judge (`metric.params.judge: <agent spec>`, e.g. `claude`) grades open answers
 0 / 0.5 / 1 through any agent backend's `respond(conversation, tools=[])`; when it fails or replies
@@ -22,29 +28,64 @@ from .base import CaseError, TrackResult
 
 ANSWERS_FILE = "answers.json"
 TYPES = ("mc", "open", "yesno")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+OPEN_SCORES = ("mean", "max")
 _PUNCT = str.maketrans("", "", string.punctuation)
+_SPACE = re.compile(r"\s+")
+
+# The anchor's maps (answer_normalizer.py): a whole answer that is a yes/no synonym becomes yes / no;
+# each word that is a number word or a radiology abbreviation is replaced.
+YES_NO = {**dict.fromkeys(("yes", "y", "yeah", "yep", "true", "present", "positive"), "yes"),
+          **dict.fromkeys(("no", "n", "nope", "false", "absent", "negative"), "no")}
+NUMBER_WORDS = {"zero": "0", "none": "0", "one": "1", "single": "1", "two": "2", "three": "3", "four": "4",
+                "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11",
+                "twelve": "12"}
+ABBREVIATIONS = {
+    "r": "right", "l": "left", "bil": "bilateral", "bilat": "bilateral",
+    "ivc": "inferior vena cava", "svc": "superior vena cava", "lv": "left ventricle", "rv": "right ventricle",
+    "la": "left atrium", "ra": "right atrium", "lad": "left anterior descending", "mca": "middle cerebral artery",
+    "ica": "internal carotid artery", "pca": "posterior cerebral artery", "aca": "anterior cerebral artery",
+    "pe": "pulmonary embolism", "dvt": "deep vein thrombosis", "chf": "congestive heart failure",
+    "cad": "coronary artery disease", "gi": "gastrointestinal", "gu": "genitourinary",
+    "cns": "central nervous system",
+}
 
 
-def normalise(text: str) -> str:
-    """Lowercase, drop punctuation and articles, collapse whitespace (SQuAD-style)."""
-    text = str(text).lower().translate(_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+def normalise(text: Any) -> str:
+    """The anchor's answer normalisation: lowercase, no punctuation, single spaces, yes/no synonyms
+    as yes / no, number words as digits, abbreviations spelled out (articles stay)."""
+    text = _SPACE.sub(" ", str(text or "").lower().translate(_PUNCT)).strip()
+    if text in YES_NO:
+        return YES_NO[text]
+    return " ".join(ABBREVIATIONS.get(w, w) for w in (NUMBER_WORDS.get(t, t) for t in text.split()))
 
 
-def token_f1(prediction: str, reference: str) -> float:
+def exact_match(prediction: Any, reference: Any) -> float:
+    """1 when both normalise to the same non-empty answer."""
+    pred, ref = normalise(prediction), normalise(reference)
+    return float(bool(pred) and bool(ref) and pred == ref)
+
+
+def token_f1(prediction: Any, reference: Any) -> float:
+    """Token F1 over the normalised words; 0 when either side is empty."""
     pred, ref = normalise(prediction).split(), normalise(reference).split()
-    if not pred or not ref:
-        return float(pred == ref)
     common = sum((Counter(pred) & Counter(ref)).values())
-    if common == 0:
+    if not pred or not ref or common == 0:
         return 0.0
     precision, recall = common / len(pred), common / len(ref)
     return 2 * precision * recall / (precision + recall)
 
 
-def open_score(prediction: str, reference: str) -> float:
-    return max(float(normalise(prediction) == normalise(reference)), token_f1(prediction, reference))
+def is_yes_no(text: Any) -> bool:
+    return normalise(text) in ("yes", "no")
+
+
+def open_score(prediction: Any, reference: Any, combine: str = "mean") -> float:
+    """An open answer's score: yes/no accuracy when the reference is yes/no, else 0.5 EM + 0.5 F1
+    (`combine="max"`: max(EM, F1))."""
+    if is_yes_no(reference):
+        return float(normalise(prediction) == normalise(reference))
+    em, f1 = exact_match(prediction, reference), token_f1(prediction, reference)
+    return max(em, f1) if combine == "max" else 0.5 * em + 0.5 * f1
 
 
 def check_answer(question: dict[str, Any], answer: Any) -> str | None:
@@ -60,17 +101,17 @@ def check_answer(question: dict[str, Any], answer: Any) -> str | None:
         options = [str(o) for o in question.get("options") or []]
         if text.casefold() not in {o.strip().casefold() for o in options}:
             return f"unknown option {text!r} (options {options})"
-    if question["type"] == "yesno" and normalise(text) not in ("yes", "no"):
+    if question["type"] == "yesno" and not is_yes_no(text):
         return f"not yes/no: {text!r}"
     return None
 
 
-def lexical_score(question: dict[str, Any], answer: str, reference: str) -> float:
+def lexical_score(question: dict[str, Any], answer: str, reference: str, combine: str = "mean") -> float:
     if question["type"] == "mc":
         return float(answer.strip().casefold() == str(reference).strip().casefold())
     if question["type"] == "yesno":
         return float(normalise(answer) == normalise(reference))
-    return open_score(answer, reference)
+    return open_score(answer, reference, combine)
 
 
 JUDGE_PROMPT = """You grade answers to medical visual questions against a reference answer.
@@ -123,6 +164,9 @@ def evaluate(task, outputs: Path, private: Path, public: Path, judge_agent=None)
         result.case_errors += [CaseError.format(qid, problem) for qid in references]
         return result
     answers = {str(k): v for k, v in answers.items()}
+    combine = task.metric.params.get("open_score", "mean")
+    if combine not in OPEN_SCORES:
+        raise ValueError(f"metric.params.open_score: expected one of {', '.join(OPEN_SCORES)}, got {combine!r}")
     judge_spec = task.metric.params.get("judge")
     judged_types = set(task.metric.params.get("judge_types", ["open"]))
     if judge_spec and judge_agent is None:
@@ -141,7 +185,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path, judge_agent=None)
             result.case_errors.append(CaseError.rejected(qid, problem))
             continue
         answer = str(answers[qid]).strip()
-        value = lexical_score(q, answer, reference)
+        value = lexical_score(q, answer, reference, combine)
         if judge_agent is not None and q["type"] in judged_types:
             try:
                 value = judge_score(judge_agent, q, answer, str(reference))

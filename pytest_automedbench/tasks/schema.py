@@ -136,17 +136,41 @@ class Tiers(Strict):
         return [t for t in TIERS if getattr(self, t) is not None]
 
 
-class Medals(Strict):
-    """Medal bands on the track metric: A at or above `A`, B at or above `B`, else C.
+class MedalLevels(Strict):
+    """Thresholds of one further value a medal also needs (e.g. PSNR beside SSIM)."""
 
-    For tracks scored relative to a classical baseline (enhancement, synthesis) the bands are
-    offsets over the baseline's metric on the same cases (`relative_to: baseline`).
+    A: float
+    B: float
+    C: float | None = None
+
+
+class Medals(Strict):
+    """Medal bands (docs/tracks.md, "Medals"): A at or above `A`, B at or above `B`, else C; with `C`
+    set, C at or above `C` and F below it.
+
+    `relative_to: baseline`: the thresholds are offsets over the classical baseline's value on the
+    same cases (enhancement). `on`: the track result component the bands rate instead of the track
+    metric (segmentation rates the lesion Dice). `also`: further values (a component or numeric
+    diagnostic, e.g. `psnr_db`) that must reach the same level, relative like the main value.
+    `min_completion`: below this completion rate the medal is F.
     """
 
     A: float
     B: float
+    C: float | None = None
     relative_to: Literal["absolute", "baseline"] = "absolute"
+    component: str | None = None  # (not `on`: YAML reads that as true)
+    also: dict[str, MedalLevels] = Field(default_factory=dict)
+    min_completion: float | None = Field(default=None, ge=0, le=1)
     reason: str | None = None  # why the bands sit where they do (the baselines, the published bands, ...)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Medals":
+        levels = [("A", self.A), ("B", self.B)] + ([("C", self.C)] if self.C is not None else [])
+        for (hi_name, hi), (lo_name, lo) in zip(levels, levels[1:]):
+            if hi < lo:
+                raise ValueError(f"{hi_name} ({hi}) must be at or above {lo_name} ({lo})")
+        return self
 
 
 class RexMetric(Strict):
