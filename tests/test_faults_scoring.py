@@ -230,3 +230,39 @@ def test_refused_case_replaces_the_metrics_missing_error(seg):
     scoring_guard.apply_refusals(track, [sizes.Refusal("predictions.csv", "refused: is 2.0 GiB")])
     assert [str(e) for e in track.case_errors] == ["predictions.csv: refused: is 2.0 GiB"]
     assert json.dumps(track.as_dict())  # still JSON-able
+
+
+@pytest.mark.skipif(not __import__("shutil").which("java"), reason="METEOR 1.5 needs Java")
+def test_report_scoring_children_share_the_parents_meteor_process(tmp_path, monkeypatch, record_property):
+    """The scorer child uses the METEOR Java process the parent owns (it never starts its own, which would
+    cost seconds every run and die with it); a child that dies mid-way makes the parent start a new one."""
+    from pytest_automedbench.metrics import report
+
+    pub, priv, out = tmp_path / "public", tmp_path / "private", tmp_path / "outputs"
+    (priv / "reports").mkdir(parents=True)
+    pub.mkdir()
+    (pub / "studies.json").write_text(json.dumps(["s1", "s2"]))
+    for s in ("s1", "s2"):
+        (priv / "reports" / f"{s}.txt").write_text("FINDINGS: The lungs are clear.\nIMPRESSION: No acute disease.\n")
+        (out / s).mkdir(parents=True)
+        (out / s / "report.txt").write_text("FINDINGS: The lungs are clear.\n\nIMPRESSION: Normal chest.")
+    spec = SimpleNamespace(id="r", track="report", cases=SimpleNamespace(count=2), rexmle=None,
+                           metric=SimpleNamespace(name="nlg", module=None, targets=[], direction="higher",
+                                                  params={"components": ["bleu", "meteor", "rouge_l"]}))
+    first = scoring_guard.evaluate(spec, out, priv, pub)
+    jvm = report._METEOR
+    assert jvm is not None and jvm.meteor_p.poll() is None  # started by the parent, alive after the child
+    second = scoring_guard.evaluate(spec, out, priv, pub)
+    assert report._METEOR is jvm and second.components == first.components and "meteor" in first.components
+
+    def dies(*a, **k):
+        raise ScorerFailed("the scorer's process died (signal 9) without a result")
+
+    monkeypatch.setattr(scoring_guard, "run_capped", dies)
+    with pytest.raises(ScorerFailed):
+        scoring_guard.evaluate(spec, out, priv, pub)
+    assert report._METEOR is None and jvm.meteor_p.wait(timeout=60) is not None  # the half-used one is gone
+    report.before_scoring_fork(spec)  # what the next scoring does first: a new process, the parent's
+    assert report._METEOR is not None and report._METEOR is not jvm and report._METEOR.meteor_p.poll() is None
+    record_fault(record_property, "report scoring child and the shared METEOR Java process",
+                 "JVM stays the parent's; replaced after a dead child", "shared; replaced after a dead child")

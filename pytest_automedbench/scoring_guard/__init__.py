@@ -13,6 +13,13 @@ the worker, the session or the host down.
    whole submission one ("refused: scoring needed more than ..."). A child that crashes or runs
    past its time is an infrastructure fault (`ScorerFailed`), not the agent's.
 
+What the child shares with the parent stays the parent's: before each fork the metric module's
+optional `before_scoring_fork(task)` runs in the parent (the report metric starts its METEOR Java
+process there, so children use it instead of starting one each) and the harness's background
+threads (named `amb-*`) are waited for (a lock held mid-fork would stay locked in the child);
+after a child that died mid-way, `after_failed_scoring_child()` lets the module drop what the
+child may have left half-used.
+
 The cap: `AMB_SCORE_MEMORY_MB`, else 64 bytes per value of the task's largest reference image,
 at least 2 GiB and at most half the host's memory (unless that is less than 2 GiB). The time:
 `AMB_SCORE_TIMEOUT_S` (default 3600).
@@ -23,6 +30,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -65,10 +73,14 @@ def format_error(case: str, problem: str) -> CaseError:
     return CaseError(case, problem)  # before CaseError.kind: any problem not "missing ..." is a format error
 
 
-def _score(spec, outputs: Path, private: Path, public: Path, hook, grader: str | None) -> TrackResult:
+def _module(spec, hook):
     from ..metrics import metric_module
 
-    track = metric_module(spec.track, getattr(spec.metric, "module", None), hook).evaluate(spec, outputs, private, public)
+    return metric_module(spec.track, getattr(spec.metric, "module", None), hook)
+
+
+def _score(spec, outputs: Path, private: Path, public: Path, hook, grader: str | None) -> TrackResult:
+    track = _module(spec, hook).evaluate(spec, outputs, private, public)
     if grader and not isinstance(track.diagnostics.get("challenge_metrics"), dict):
         # The ReX-MLE grader reads the submission too: it runs here, under the same cap, and its values
         # reach rexmle.metric_values as the challenge metrics.
@@ -80,6 +92,13 @@ def _score(spec, outputs: Path, private: Path, public: Path, hook, grader: str |
             track.diagnostics["challenge_metrics"] = {}
             track.diagnostics["grader_error"] = f"grader {grader} failed: {type(e).__name__}: {e}"
     return track
+
+
+def _settle_background_threads(timeout_s: float = 120.0) -> None:
+    """Wait for the harness's own background threads (imports, warm-ups) before forking."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and thread.name.startswith("amb-"):
+            thread.join(timeout_s)
 
 
 def _view(outputs: Path, refused: set[str]) -> Path:
@@ -130,10 +149,20 @@ def evaluate(spec, outputs: Path, private: Path, public: Path, hook: Callable[..
     cap = memory_cap(exp)
     try:
         if can_fork():
+            module = _module(spec, hook)
+            before = getattr(module, "before_scoring_fork", None)
+            if before is not None:
+                before(spec)
+            _settle_background_threads()
             try:
                 track, last_stats = run_capped(_score, spec, view, private, public, hook, grader, cap_bytes=cap,
                                                timeout_s=timeout_s())
-            except ScorerOutOfMemory as e:
+            except (ScorerOutOfMemory, ScorerFailed) as e:
+                after = getattr(module, "after_failed_scoring_child", None)
+                if after is not None:
+                    after()
+                if isinstance(e, ScorerFailed):
+                    raise
                 track = TrackResult(score=0.0, n_cases=n_cases, n_valid=0, case_errors=[
                     format_error("outputs", f"refused: {e} (a file decodes to far more than its header says?)")])
         else:  # no fork here: the header checks still hold, the cap does not
