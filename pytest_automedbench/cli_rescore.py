@@ -48,8 +48,8 @@ def _task_of(result: dict[str, Any], path: Path):
         task = load_task_file(Path(task_file))
     except TaskSpecError as e:
         raise RescoreError(f"{path}: provenance.task_file: {e}") from None
-    if task.spec.id != result["task_id"]:
-        raise RescoreError(f"{path}: task_id: {result['task_id']!r}, but {task_file} is task {task.spec.id!r}")
+    if task.spec.id != result.get("task_id"):
+        raise RescoreError(f"{path}: task_id: {result.get('task_id')!r}, but {task_file} is task {task.spec.id!r}")
     if str(task.spec.version) != str(provenance.get("task_version")):
         print(f"note: {path.parent.name}: task file is now version {task.spec.version}", file=sys.stderr)
     return task
@@ -57,13 +57,15 @@ def _task_of(result: dict[str, Any], path: Path):
 
 def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
     from .data import DataCorrupted, DataNotPrepared, ensure_prepared
-    from .runfiles import RunFilesError, load_run, read_result, write_run_files
+    from .runfiles import RunFilesError, check_result, load_run, read_result, write_run_files
     from .runner import score_run
     from .tasks import TaskSpecError
 
     path = run_dir / "result.json"
     try:
-        result = read_result(path)
+        result = read_result(path, check=False)
+        task = _task_of(result, path)  # the task file first: without it nothing can be rescored
+        check_result(result, path)
         record, _ = load_run(run_dir)
     except RunFilesError as e:
         raise RescoreError(str(e)) from None
@@ -74,7 +76,6 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
         raise RescoreError(f"{workspace / 'outputs'}: not a folder; not rescored")
     if result["tier"] not in ("lite", "standard", "pro"):
         raise RescoreError(f"{path}: tier: unknown tier {result['tier']!r}")
-    task = _task_of(result, path)
     if str(task.folder) not in sys.path:  # demo preparers live next to their task file
         sys.path.insert(0, str(task.folder))
     try:

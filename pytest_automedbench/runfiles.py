@@ -2,7 +2,7 @@
 
     <runs-dir>/<run-id>/                     a run: result.json (written last), conversation.json,
                                              trace.jsonl, workspace/ (plan.md, plan.png, outputs/)
-    <runs-dir>/.staging/<run-id>.<pid>.<n>/  a run in flight; renamed into place when it ends
+    <runs-dir>/.staging/<pid>.<n>/<run-id>/  a run in flight; renamed into place when it ends
     <runs-dir>/.errored/<run-id>/            an errored rerun that did not replace a finished run
     <runs-dir>/.amb-lease.json               the session using the runs dir (with .amb-lease.lock)
 
@@ -84,9 +84,9 @@ def _read_json(path: Path) -> Any:
     except FileNotFoundError:
         raise RunFilesError(f"{path}: missing") from None
     except OSError as e:
-        raise RunFilesError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise RunFilesError(f"{path}: unreadable: {e.strerror or e}") from None
     except ValueError as e:  # JSON or UTF-8
-        raise RunFilesError(f"{path}: not valid JSON: {str(e)[:120]}") from None
+        raise RunFilesError(f"{path}: unreadable: not valid JSON ({str(e)[:120]})") from None
 
 
 def _kind(value: Any) -> str:
@@ -106,11 +106,15 @@ def check_result(result: Any, path: Path | str) -> dict[str, Any]:
     return result
 
 
-def read_result(path: Path | str) -> dict[str, Any]:
-    """A run's result.json (the folder or the file), checked (`check_result`)."""
+def read_result(path: Path | str, check: bool = True) -> dict[str, Any]:
+    """A run's result.json (the folder or the file), checked (`check_result`; with check=False only
+    that it is a JSON object)."""
     path = Path(path)
     path = path / "result.json" if path.is_dir() and path.name != "result.json" else path
-    return check_result(_read_json(path), path)
+    result = _read_json(path)
+    if not isinstance(result, dict):
+        raise RunFilesError(f"{path}: expected a JSON object, got {_kind(result)}")
+    return check_result(result, path) if check else result
 
 
 def try_read_result(path: Path | str | None) -> dict[str, Any] | None:
@@ -281,11 +285,13 @@ class RunFolder:
     def __init__(self, runs_dir: Path | str, rid: str):
         self.runs_dir, self.rid = Path(runs_dir), rid
         self.final = run_folder(runs_dir, rid)
-        self.staging = self.runs_dir / STAGING / f"{rid}.{os.getpid()}.{next(_counter)}"
+        # The run's own folder keeps its name (an agent's code may read it): a box per run holds it.
+        self.box = self.runs_dir / STAGING / f"{os.getpid()}.{next(_counter)}"
+        self.staging = self.box / rid
         try:
             (self.staging / "workspace" / "outputs").mkdir(parents=True)
         except OSError as e:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            shutil.rmtree(self.box, ignore_errors=True)
             raise _disk_error(e, self.runs_dir, f"cannot start run {rid}") from None
 
     @property
@@ -293,7 +299,7 @@ class RunFolder:
         return self.staging / "workspace"
 
     def discard(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        shutil.rmtree(self.box, ignore_errors=True)
 
     def commit(self, result: dict[str, Any], record: RunRecord) -> Path:
         """Write the run's files and move the folder into place; returns where it is now.
@@ -311,6 +317,7 @@ class RunFolder:
             target = self.runs_dir / ERRORED / self.rid
             target.parent.mkdir(exist_ok=True)
         place(self.staging, target)
+        shutil.rmtree(self.box, ignore_errors=True)  # empty, or the previous run's folder
         return target
 
 
@@ -333,7 +340,7 @@ def place(src: Path, dest: Path) -> None:
         os.replace(src, dest)
         return
     if _EXCHANGE is not None and _EXCHANGE(AT_FDCWD, os.fsencode(src), AT_FDCWD, os.fsencode(dest), RENAME_EXCHANGE) == 0:
-        shutil.rmtree(src, ignore_errors=True)  # src now holds the old folder
+        shutil.rmtree(src, ignore_errors=True)  # src holds the previous folder now
         return
     old = src.with_name(src.name + ".old")
     os.replace(dest, old)
@@ -473,18 +480,18 @@ def _recover(runs_dir: Path) -> None:
     staging = runs_dir / STAGING
     if not staging.is_dir():
         return
-    for folder in sorted(staging.iterdir()):
-        rid = folder.name.split(".", 1)[0]
-        final = runs_dir / rid
-        try:
-            if not final.exists() and not folder.name.endswith(".old") and try_read_result(folder) is not None:
-                os.replace(folder, final)  # finished but killed before it was moved into place
-            elif folder.name.endswith(".old") and not final.exists():
-                os.replace(folder, final)  # killed between the two renames: the previous run goes back
-            else:
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            continue
+    for box in sorted(staging.iterdir()):
+        for folder in sorted(box.iterdir()) if box.is_dir() else []:
+            previous = folder.name.endswith(".old")
+            final = runs_dir / folder.name.removesuffix(".old")
+            try:
+                if not final.exists() and (previous or try_read_result(folder) is not None):
+                    # finished but killed before it was moved into place, or killed between the two
+                    # renames of `place` (the previous run goes back)
+                    os.replace(folder, final)
+            except OSError:
+                continue
+        shutil.rmtree(box, ignore_errors=True)
 
 
 __all__ = ["REQUIRED", "RunFilesError", "RunFolder", "RunsDirBusy", "check_result", "config_hash", "is_errored",

@@ -75,9 +75,9 @@ def test_lease_refuses_a_live_holder_and_recovers_from_a_dead_one(tmp_path):
         other.kill()
         other.wait()
     # the holder is dead now: its lease is ignored, its leftovers cleaned or placed
-    (runs / ".staging" / f"{RID}.{other.pid}.0" / "workspace").mkdir(parents=True)
-    (runs / ".staging" / f"{RID}.{other.pid}.0" / "result.json").write_text(json.dumps(result(overall=7.0)))
-    (runs / ".staging" / f"x__lite__m__r1.{other.pid}.1" / "workspace").mkdir(parents=True)  # never finished
+    (runs / ".staging" / f"{other.pid}.0" / RID / "workspace").mkdir(parents=True)
+    (runs / ".staging" / f"{other.pid}.0" / RID / "result.json").write_text(json.dumps(result(overall=7.0)))
+    (runs / ".staging" / f"{other.pid}.1" / "x__lite__m__r1" / "workspace").mkdir(parents=True)  # never finished
     runfiles.lease(runs)
     try:
         assert runfiles.read_result(runs / RID)["overall"] == 7.0  # finished, killed before it was moved

@@ -25,7 +25,8 @@ def rid(task: str, model: str = "openai_mock-gpt") -> str:
 
 
 def staging(runs: Path) -> list[str]:
-    return sorted(p.name for p in (runs / ".staging").iterdir()) if (runs / ".staging").is_dir() else []
+    """Run ids in flight (runs/.staging/<pid>.<n>/<run-id>)."""
+    return sorted(p.name for p in (runs / ".staging").glob("*/*")) if (runs / ".staging").is_dir() else []
 
 
 # -- kill -9 mid-run, then --amb-resume -----------------------------------------------------------------
