@@ -16,6 +16,7 @@ SUBCOMMANDS = [
     "pytest_automedbench.cli_rescore",
     "pytest_automedbench.cli_rank",
     "pytest_automedbench.cli_capabilities",
+    "pytest_automedbench.cli_suites",
 ]
 
 
@@ -39,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `automedbench suites | head`: the reader left; say nothing more
+        sys.stdout = None  # no flush of the closed pipe at exit
+        return 0
 
 
 if __name__ == "__main__":  # python -m pytest_automedbench.cli

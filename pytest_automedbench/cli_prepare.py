@@ -1,41 +1,45 @@
-"""`automedbench prepare TASK --source DIR` (or `--all --source-root DIR`): convert a user's copy
-of an official dataset release into the task's public/private folders with a checksum manifest.
+"""`automedbench prepare TASK --source DIR` (or `--all --source-root DIR`): convert your copy of
+an official dataset release into the task's public/ and private/ folders with a checksum manifest.
 
 Idempotent: a task already prepared from the same parameters whose files still match the
 manifest is left alone; a changed or missing file is reported and the task is prepared again.
+TASK is a task id (as `automedbench suites` lists them, e.g. kits19 or rexmle-isles22) or a task file.
 """
 from __future__ import annotations
 
+import argparse
 import sys
+import time
 from pathlib import Path
 
 from .data import build, default_data_dir, is_prepared, task_data, verify_manifest
-from .data.preparers.common import LayoutError, stderr_progress
-from .tasks import TaskSpecError, load_task_file
-from .tasks.loader import is_task_file
-
-DEFAULT_SUITES = Path(__file__).resolve().parent.parent / "task_suites"
-
-
-def find_tasks(root: Path) -> dict[str, Path]:
-    found = {}
-    for path in sorted(Path(root).rglob("*.task.y*ml")):
-        if is_task_file(path):
-            try:
-                found[load_task_file(path).spec.id] = path
-            except TaskSpecError:
-                continue
-    return found
+from .data.preparers.common import LayoutError
+from .suites import load_task, suites_root
+from .suites import task_files as find_tasks
+from .tasks import load_task_file
 
 
-def resolve_task(name: str, suites: Path):
-    path = Path(name)
-    if path.is_file():
-        return load_task_file(path)
-    tasks = find_tasks(suites)
-    if name not in tasks:
-        raise SystemExit(f"automedbench: no task {name!r} under {suites} (and no such file)")
-    return load_task_file(tasks[name])
+class Progress:
+    """The preparers' progress callback, (done, total, what): on a terminal one line redrawn in
+    place; in a log (CI) a plain line every `every_s` seconds and at the end, never a carriage return."""
+
+    def __init__(self, stream=None, every_s: float = 10.0, clock=time.monotonic):
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.every_s, self.clock = every_s, clock
+        self.last: float | None = None
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        text = f"  [{done}/{total}] {what[:60]}"
+        if self.tty:
+            self.stream.write(f"\r{text:<76}" + ("\n" if done == total else ""))
+        else:
+            now = self.clock()
+            if done != total and self.last is not None and now - self.last < self.every_s:
+                return
+            self.last = now
+            self.stream.write(text + "\n")
+        self.stream.flush()
 
 
 def prepare_one(task, source: Path | None, data_dir: Path, force: bool, out=None) -> int:
@@ -53,7 +57,7 @@ def prepare_one(task, source: Path | None, data_dir: Path, force: bool, out=None
               file=sys.stderr)
         return 2
     print(f"{spec.id}: preparing into {data.root}", file=out)
-    extra = {"source": Path(source).expanduser().resolve(), "progress": stderr_progress} if spec.data.needs_source else {}
+    extra = {"source": Path(source).expanduser().resolve(), "progress": Progress()} if spec.data.needs_source else {}
     try:
         build(task, data, **extra)
     except LayoutError as e:
@@ -68,12 +72,13 @@ def _files(data) -> list[Path]:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("prepare", help="prepare a task's data from the official download")
+    p = subparsers.add_parser("prepare", help="prepare a task's data from the official download",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="?", help="task id or task file")
     p.add_argument("--source", type=Path, help="the official download (for one task)")
     p.add_argument("--all", action="store_true", help="every task under --suites; sources under --source-root/<task-id>")
     p.add_argument("--source-root", type=Path, help="with --all: folder holding one download per task id")
-    p.add_argument("--suites", type=Path, default=DEFAULT_SUITES, help="where to look for task files")
+    p.add_argument("--suites", type=Path, default=None, help=f"where to look for task files (default {suites_root()})")
     p.add_argument("--data-dir", type=Path, default=None, help="prepared data (default $AMB_DATA_DIR or ~/.cache/...)")
     p.add_argument("--force", action="store_true", help="prepare again even when the checksums match")
     p.set_defaults(func=run)
@@ -81,9 +86,10 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     data_dir = args.data_dir or default_data_dir()
+    suites = args.suites or suites_root()
     if args.all:
         status = 0
-        for task_id, path in find_tasks(args.suites).items():
+        for task_id, path in find_tasks(suites).items():
             task = load_task_file(path)
             source = (args.source_root / task_id) if args.source_root else None
             if task.spec.data.needs_source and (source is None or not source.exists()):
@@ -94,4 +100,9 @@ def run(args) -> int:
     if not args.task:
         print("automedbench prepare: name a task (or --all)", file=sys.stderr)
         return 2
-    return prepare_one(resolve_task(args.task, args.suites), args.source, data_dir, args.force)
+    try:
+        task = load_task(args.task, suites)
+    except LookupError as e:
+        print(f"automedbench prepare: {e}", file=sys.stderr)
+        return 2
+    return prepare_one(task, args.source, data_dir, args.force)

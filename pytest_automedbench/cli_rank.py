@@ -1,9 +1,10 @@
 """`automedbench rank CHALLENGE --metrics FILE.json [--json]`: place metric values on a human leaderboard.
 
 FILE.json is either {metric: value, ...} (one agent) or {agent: {metric: value} | "FAIL", ...}
-(several, e.g. the agents of a paper's table). CHALLENGE is a ReX-MLE challenge id (a folder of
-task_suites/rexmle, or of --leaderboards DIR) or a path to a folder holding leaderboard.csv and
-metric_config.json.
+(several, e.g. the agents of a paper's table). CHALLENGE is the challenge's task id, the same id
+`automedbench prepare` and pytest use (e.g. rexmle-isles22; `automedbench suites rexmle` lists them
+with ReX-MLE's own names), looked up in the installed suites (or --suites DIR); or a path to a
+folder holding leaderboard.csv and metric_config.json.
 """
 from __future__ import annotations
 
@@ -12,33 +13,42 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .rexmle.ranking import LeaderboardError, load_leaderboard, rank_agent
-
-SUITE = Path(__file__).resolve().parent.parent / "task_suites" / "rexmle"
+from .rexmle.ranking import Leaderboard, LeaderboardError, load_leaderboard, rank_agent
+from .suites import did_you_mean, load_task, suites_root, task_files
+from .tasks import load_task_file
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("rank", help="rank metric values against a ReX-MLE human leaderboard",
                               description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    p.add_argument("challenge", help="challenge id (e.g. isles22) or a folder with leaderboard.csv")
+    p.add_argument("challenge", help="challenge task id (e.g. rexmle-isles22) or a folder with leaderboard.csv")
     p.add_argument("--metrics", required=True, help="JSON file: {metric: value} or {agent: {metric: value}}")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--leaderboards", default=os.environ.get("AMB_REXMLE_DIR"),
-                   help=f"folder of challenge folders (default $AMB_REXMLE_DIR or {SUITE})")
+    p.add_argument("--suites", "--leaderboards", dest="suites", default=os.environ.get("AMB_REXMLE_DIR"),
+                   help=f"task suites to look the id up in (default $AMB_REXMLE_DIR or {suites_root()})")
     p.set_defaults(func=run)
 
 
-def find_challenge(name: str, root: str | None) -> Path:
+def find_challenge(name: str, root: str | None) -> tuple[Leaderboard, str, str]:
+    """(leaderboard, id, title) of the challenge named by a task id or a leaderboard folder."""
     direct = Path(name).expanduser()
     if (direct / "leaderboard.csv").exists():
-        return direct
-    base = Path(root).expanduser() if root else SUITE
-    folder = base / name
-    if (folder / "leaderboard.csv").exists():
-        return folder
-    known = sorted(p.parent.name for p in base.glob("*/leaderboard.csv")) if base.is_dir() else []
-    raise LeaderboardError(f"unknown challenge {name!r}: no {folder}/leaderboard.csv"
-                           + (f" (known: {', '.join(known)})" if known else ""))
+        return load_leaderboard(direct, challenge=direct.name), direct.name, ""
+    base = Path(root).expanduser() if root else suites_root()
+    try:
+        task = load_task(name, base)
+    except LookupError:
+        task = None
+    if task is not None and task.spec.rexmle is not None:
+        from .rexmle import leaderboard_for
+
+        return leaderboard_for(task), task.spec.id, task.spec.title
+    challenges = {i: t for i, p in task_files(base).items() if (t := load_task_file(p)).spec.rexmle is not None}
+    by_rexmle_name = {t.spec.rexmle.challenge: i for i, t in challenges.items()}
+    hint = (f" ({name} is ReX-MLE's name for {by_rexmle_name[name]}, the id used here)" if name in by_rexmle_name
+            else did_you_mean(name, challenges))
+    raise LeaderboardError(f"unknown challenge {name!r} under {base}{hint}; "
+                           f"`automedbench suites rexmle` lists the {len(challenges)} challenges")
 
 
 def read_metrics(path: str) -> dict[str, Any]:
@@ -57,8 +67,7 @@ def read_metrics(path: str) -> dict[str, Any]:
 
 def run(args) -> int:
     try:
-        folder = find_challenge(args.challenge, args.leaderboards)
-        board = load_leaderboard(folder, challenge=Path(folder).name)
+        board, challenge_id, title = find_challenge(args.challenge, args.suites)
         agents = read_metrics(args.metrics)
     except LeaderboardError as e:
         print(f"automedbench rank: {e}")
@@ -73,10 +82,12 @@ def run(args) -> int:
         r = rank_agent(board, values).as_dict()
         rows.append({"agent": agent, "failed": False, **r, "ignored_metrics": unknown})
     if args.json:
-        print(json.dumps({"challenge": board.challenge, "n_humans": board.n_humans, "metrics": board.directions,
-                          "agents": rows}, indent=2))
+        print(json.dumps({"challenge": challenge_id, "rexmle_name": board.challenge, "title": title,
+                          "n_humans": board.n_humans, "metrics": board.directions, "agents": rows}, indent=2))
         return 0
-    print(f"{board.challenge}: {board.n_humans} human entries; metrics "
+    named = f" [ReX-MLE: {board.challenge}]" if board.challenge != challenge_id else ""
+    print(f"{challenge_id}{named}{': ' + title if title else ''}")
+    print(f"{board.n_humans} human entries; metrics "
           + ", ".join(f"{m} ({'lower' if d == 'lower_better' else 'higher'} is better)"
                       for m, d in board.directions.items()))
     for row in rows:

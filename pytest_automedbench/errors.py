@@ -1,9 +1,11 @@
-"""The error-code taxonomy: codes as data (each in a family), detectors, and their aggregate.
+"""The error-code taxonomy: codes as data (each in a family, each family with its AutoMedBench
+E-code), detectors, and the paper's analysis of them.
 
 Every run goes through every detector (`detect`); a fired code carries the evidence that fired
-it, and result.json lists them under `error_codes`. `summarize` gives the reports each code's and
-family's share of all fired codes, and the mean overall of runs with and without codes
-(AutoMedBench: runs with one fired code score about half as well). Documented in docs/scoring.md.
+it, and result.json lists them under `error_codes`. `summarize` is the AutoMedBench paper's
+analysis for the reports: each code's and family's share of all fired codes, and the Overall of
+runs with and without each code (the paper: runs with one fired code score 48% lower than runs
+with none). Documented in docs/scoring.md (detectors) and docs/reports.md (E-codes, analysis).
 """
 from __future__ import annotations
 
@@ -11,22 +13,74 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .agents.loop import RunRecord
 from .judge import patterns as P
 from .metrics import TrackResult
 from .metrics.base import CaseKind
 
-FAMILIES = ("hallucination", "resource", "logic", "code_runtime", "format", "verification", "submission",
-            "task_understanding", "sandbox")
+
+@dataclass(frozen=True)
+class Family:
+    """A family of error codes and where it sits in the anchors' taxonomies.
+
+    AutoMedBench's public code tags a failed run E1-E5 (its eval_*/failure_classifier.py); its
+    paper's analysis also counts verification/recovery, submission and task-understanding failures,
+    which carry no E-code there. `ecode` is the anchor's E-code (None where it has none); `tag` is
+    the short name the reports print (the E-code, else our code prefix).
+    """
+
+    name: str
+    ecode: str | None
+    tag: str
+    label: str
+    anchor: str
+
+    @property
+    def display(self) -> str:
+        return f"{self.tag} {self.label}"
+
+
+FAMILY_INFO: dict[str, Family] = {f.name: f for f in [
+    Family("hallucination", "E1", "E1", "hallucination", "AutoMedBench E1 Hallucination"),
+    Family("resource", "E2", "E2", "resource", "AutoMedBench E2 Resource error (OOM, timeout, download)"),
+    Family("logic", "E3", "E3", "logic", "AutoMedBench E3 Logic error (runs, but wrong results)"),
+    Family("code_runtime", "E4", "E4", "code runtime", "AutoMedBench E4 Code error (runtime exceptions)"),
+    Family("format", "E5", "E5", "format", "AutoMedBench E5 Format error (output off the spec)"),
+    Family("verification", None, "VER", "verification/recovery",
+           "the AutoMedBench paper's verification/recovery family (37.7% of fired codes); no E-code in the "
+           "public code (its VQA branch's E8, S3 artefacts never written, is the nearest)"),
+    Family("submission", None, "SUB", "submission",
+           "the AutoMedBench paper's submission family (38.1% of fired codes); the public code files "
+           "missing outputs under E5"),
+    Family("task_understanding", None, "TSK", "task understanding",
+           "the AutoMedBench paper's task-understanding family (0.9% of fired codes)"),
+    Family("sandbox", None, "SBX", "sandbox policy",
+           "ours: AutoMedBench blocks a first violation and disqualifies on the second, with no error code"),
+]}
+FAMILIES = tuple(FAMILY_INFO)
+
+
+def family_of(name: str | None) -> Family:
+    """The family's taxonomy entry; an unknown family (older or third-party runs) gets no E-code."""
+    if name in FAMILY_INFO:
+        return FAMILY_INFO[name]
+    name = name or "unknown"
+    return Family(name, None, name, name, "not in this taxonomy")
 
 
 @dataclass(frozen=True)
 class ErrorCode:
+    """code -> family -> AutoMedBench E-code (through the family)."""
+
     code: str
     family: str
     title: str
+
+    @property
+    def ecode(self) -> str | None:
+        return FAMILY_INFO[self.family].ecode
 
 
 CODES: dict[str, ErrorCode] = {c.code: c for c in [
@@ -90,12 +144,12 @@ class RunFacts:
         return self.record.code_cells()
 
 
-Fired = dict[str, Any]  # {"code", "family", "title", "evidence"}
+Fired = dict[str, Any]  # {"code", "family", "ecode", "title", "evidence"}
 
 
 def _fire(code: str, evidence: str) -> Fired:
     c = CODES[code]
-    return {"code": c.code, "family": c.family, "title": c.title, "evidence": evidence}
+    return {"code": c.code, "family": c.family, "ecode": c.ecode, "title": c.title, "evidence": evidence}
 
 
 def _assistant_turns(record: RunRecord) -> list[tuple[int, str]]:
@@ -274,36 +328,86 @@ def detect(facts: RunFacts) -> list[Fired]:
     return sorted(fired, key=lambda x: order.index(x["code"]))
 
 
-def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each code's and family's share of all fired codes, and the mean overall with / without codes.
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
 
-    `results` are result.json documents (their `error_codes` and `overall`).
+
+def _drop(with_: float | None, without: float | None) -> float | None:
+    """1 - with / without: how much lower runs with a code score (the paper's "48% lower")."""
+    return round(1 - with_ / without, 4) if with_ is not None and without else None
+
+
+def fired_codes(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """(code, family) of each code a result.json fired; codes from older runs may lack the family."""
+    out = []
+    for x in result.get("error_codes") or []:
+        code = x.get("code") if isinstance(x, dict) else str(x)
+        if not code:
+            continue
+        family = x.get("family") if isinstance(x, dict) else None
+        out.append((str(code), family or (CODES[code].family if code in CODES else "unknown")))
+    return out
+
+
+def _with_without(runs: list[tuple[float, set[str]]], key: str) -> dict[str, Any]:
+    """Runs showing `key` and the mean Overall of runs with and without it."""
+    with_ = [o for o, keys in runs if key in keys]
+    without = [o for o, keys in runs if key not in keys]
+    m_with, m_without = _mean(with_), _mean(without)
+    return {"runs": len(with_), "mean_overall_with": m_with, "mean_overall_without": m_without,
+            "relative_drop": _drop(m_with, m_without)}
+
+
+def summarize(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The AutoMedBench paper's error analysis over result.json documents.
+
+    Shares are of all fired codes (a run fires a code at most once). For every code and family:
+    the runs showing it and the mean Overall of runs with and without it; over all codes, the mean
+    Overall of runs with none, with exactly one and with any. Errored runs (an infrastructure
+    fault, not the agent's) are left out.
     """
+    runs = [r for r in results if not r.get("errored")]
     codes: dict[str, int] = {}
     families: dict[str, int] = {}
-    with_codes, without = [], []
-    for r in results:
-        fired = r.get("error_codes") or []
-        (with_codes if fired else without).append(float(r.get("overall") or 0.0))
-        for x in fired:
-            code = x["code"] if isinstance(x, dict) else str(x)
-            family = x.get("family") if isinstance(x, dict) else None
-            family = family or (CODES[code].family if code in CODES else "unknown")
+    run_codes: list[tuple[float, set[str]]] = []  # (overall, codes it fired) per run
+    run_families: list[tuple[float, set[str]]] = []
+    none, one, any_ = [], [], []
+    for r in runs:
+        fired = fired_codes(r)
+        overall = float(r.get("overall") or 0.0)
+        (any_ if fired else none).append(overall)
+        if len({c for c, _ in fired}) == 1:
+            one.append(overall)
+        run_codes.append((overall, {c for c, _ in fired}))
+        run_families.append((overall, {f for _, f in fired}))
+        for code, family in fired:
             codes[code] = codes.get(code, 0) + 1
             families[family] = families.get(family, 0) + 1
     total = sum(codes.values())
-    mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else None  # noqa: E731
-    m_with, m_without = mean(with_codes), mean(without)
+    family_by_code = {c: f for r in runs for c, f in fired_codes(r)}
+
+    def code_row(c: str, n: int) -> dict[str, Any]:
+        fam = family_of(family_by_code.get(c))
+        return {"count": n, "share": round(n / total, 4), "family": fam.name, "ecode": fam.ecode,
+                "title": CODES[c].title if c in CODES else "", **_with_without(run_codes, c)}
+
+    def family_row(f: str, n: int) -> dict[str, Any]:
+        fam = family_of(f)
+        return {"count": n, "share": round(n / total, 4), "ecode": fam.ecode, "tag": fam.tag, "label": fam.label,
+                **_with_without(run_families, f)}
+
+    by_count = lambda kv: (-kv[1], kv[0])  # noqa: E731 - most frequent first
+    m_none, m_one, m_any = _mean(none), _mean(one), _mean(any_)
     return {
-        "runs": len(results),
-        "runs_with_codes": len(with_codes),
+        "runs": len(runs),
+        "runs_with_codes": len(any_),
+        "runs_with_one_code": len(one),
         "fired": total,
-        "codes": {c: {"count": n, "share": round(n / total, 4), "family": CODES[c].family if c in CODES else "unknown",
-                      "title": CODES[c].title if c in CODES else ""}
-                  for c, n in sorted(codes.items(), key=lambda kv: (-kv[1], kv[0]))},
-        "families": {f: {"count": n, "share": round(n / total, 4)}
-                     for f, n in sorted(families.items(), key=lambda kv: (-kv[1], kv[0]))},
-        "mean_overall_with_codes": m_with,
-        "mean_overall_without_codes": m_without,
-        "relative_drop": round(1 - m_with / m_without, 4) if m_with is not None and m_without else None,
+        "codes": {c: code_row(c, n) for c, n in sorted(codes.items(), key=by_count)},
+        "families": {f: family_row(f, n) for f, n in sorted(families.items(), key=by_count)},
+        "mean_overall_with_codes": m_any,
+        "mean_overall_without_codes": m_none,
+        "relative_drop": _drop(m_any, m_none),
+        "mean_overall_one_code": m_one,
+        "relative_drop_one_code": _drop(m_one, m_none),
     }

@@ -11,7 +11,10 @@ import pytest
 
 @pytest.hookspec(firstresult=True)
 def pytest_amb_make_agent(spec, task, config):
-    """Return an `agents.base.Agent` for the --amb-model value `spec`, or None if not yours."""
+    """Return an `agents.base.Agent` for the --amb-model value `spec`, or None if not yours.
+
+    At session start it is also called with task=None to check that some plugin knows `spec`
+    (None from every plugin is a usage error); build no expensive state then."""
 
 
 @pytest.hookspec(firstresult=True)

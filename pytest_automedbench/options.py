@@ -32,6 +32,9 @@ OPTIONS = [
      "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
     ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
     ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
+    ("progress", "amb_progress", "auto", str,
+     "progress of running tests: auto (live on a terminal, lines in a log, off with -q), live, lines or off"),
+    ("progress-interval", "amb_progress_interval", "60", float, "seconds between progress lines in a log"),
 ]
 
 
@@ -64,22 +67,34 @@ def settings_from(config) -> RunSettings:
     def option(ini: str, type_: type = str):
         return read_option(config, ini, type_)
 
+    from .progress import MODES
+    from .suites import did_you_mean
+    from .validate import check_prices_file
+
     tier = option("amb_tier")
     if tier not in TIER_CHOICES:
-        raise SettingsError(f"--amb-tier: expected lite, standard, pro or all, got {tier!r}")
+        raise SettingsError(f"--amb-tier: expected lite, standard, pro or all, got {tier!r}"
+                            f"{did_you_mean(tier, TIER_CHOICES)}")
     repeats = option("amb_repeats", int)
     if repeats < 1:
         raise SettingsError("--amb-repeats: must be at least 1")
-    rootdir = Path(str(config.rootpath))
+    progress = option("amb_progress")
+    if progress not in MODES:
+        raise SettingsError(f"--amb-progress: expected {', '.join(MODES)}, got {progress!r}{did_you_mean(progress, MODES)}")
+    # Relative folders are the project's (its rootdir) when it has a pytest configuration, else
+    # where pytest was started: never inside an installed package's suites.
+    base = Path(str(config.rootpath)) if config.inipath else Path(config.invocation_params.dir)
     data_dir = option("amb_data_dir")
     prices_file = option("amb_prices")
+    if prices_file:
+        check_prices_file(prices_file)
     try:
         prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
     except PriceFileError as e:
         raise SettingsError(f"--amb-prices: {e}") from None
     return RunSettings(
         model=option("amb_model"),
-        runs_dir=_under(rootdir, option("amb_runs_dir")),
+        runs_dir=_under(base, option("amb_runs_dir")),
         sandbox=option("amb_sandbox"),
         max_turns=option("amb_max_turns", int),
         time_limit_s=option("amb_time_limit", float),
@@ -88,7 +103,7 @@ def settings_from(config) -> RunSettings:
         fail_under=option("amb_fail_under", float),
         tier=tier,
         repeats=repeats,
-        report_dir=_under(rootdir, option("amb_report_dir")),
+        report_dir=_under(base, option("amb_report_dir")),
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
         judge=option("amb_judge"),
         resume=bool(config.getoption("amb_resume") or config.getini("amb_resume")),
@@ -99,6 +114,8 @@ def settings_from(config) -> RunSettings:
         retry_delay=option("amb_retry_delay", float),
         sandbox_options=sandbox_options(option),
         factories=Factories.from_hooks(config),
+        progress=progress,
+        progress_interval_s=option("amb_progress_interval", float),
     )
 
 

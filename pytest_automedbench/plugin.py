@@ -17,6 +17,7 @@ from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .data import DataNotPrepared, ensure_prepared
 from .metrics import MetricUnavailable
+from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run
 from .runfiles import RunsDirBusy, release_all
 from .runner import HARNESS_ERRORS, execute
@@ -25,11 +26,15 @@ from .sandbox import SandboxError, isolation_of
 from .settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
+from .selection import deselect_missing_tiers, no_tier_line, tiers_collected
+from .validate import check as check_settings
 
 SETTINGS_KEY = pytest.StashKey[RunSettings]()
 SEEN_IDS_KEY = pytest.StashKey[dict]()
 SPEC_ERRORS_KEY = pytest.StashKey[set]()
 RAN_TASKS_KEY = pytest.StashKey[bool]()
+TIERS_KEY = pytest.StashKey[tuple]()  # the tiers collected (all of them when -m picks tiers)
+NO_TIER_KEY = pytest.StashKey[dict]()  # tasks deselected for lacking the tier: {task id: its tiers}
 
 def pytest_addhooks(pluginmanager):
     pluginmanager.add_hookspecs(hooks)
@@ -51,11 +56,18 @@ def pytest_configure(config):
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: automedbench {tier} tier runs")
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
+    config.addinivalue_line("markers", "rexmle: ReX-MLE challenges (ranked against human leaderboards; pro only)")
     try:
-        config.stash[SETTINGS_KEY] = settings_from(config)
+        config.stash[SETTINGS_KEY] = settings = settings_from(config)
+        check_settings(settings, config)  # before any run or pytest-xdist worker starts
     except SettingsError as e:
         raise pytest.UsageError(str(e)) from None
-    _check_model_price(config.stash[SETTINGS_KEY])
+    _check_model_price(settings)
+    config.stash[TIERS_KEY] = tiers_collected(config, settings)
+    config.stash[NO_TIER_KEY] = {}
+    from .progress import ProgressPlugin
+
+    config.pluginmanager.register(ProgressPlugin(config, settings), "amb-progress")
     config.pluginmanager.import_plugin("pytest_automedbench.testing.fixtures")  # the mock_llm fixture
     config.stash[SEEN_IDS_KEY] = {}
     config.stash[SPEC_ERRORS_KEY] = set()
@@ -124,6 +136,28 @@ def pytest_collect_file(file_path: Path, parent):
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m: the line counts only the tasks they left
+def pytest_collection_modifyitems(config, items):
+    no_tier = deselect_missing_tiers(config, items)
+    if no_tier:
+        config.stash[NO_TIER_KEY] = no_tier
+        if hasattr(config, "workeroutput"):  # the controller prints the line (pytest_testnodedown)
+            config.workeroutput["amb_no_tier"] = no_tier
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    no_tier = getattr(node, "workeroutput", {}).get("amb_no_tier")
+    if no_tier:  # every worker collects the same items: the first one says it
+        node.config.stash[NO_TIER_KEY] = no_tier
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    no_tier = config.stash.get(NO_TIER_KEY, None)
+    if no_tier:
+        terminalreporter.write_line(no_tier_line(no_tier, config.stash[TIERS_KEY]))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session):
     # A broken task file must not stop the other tasks: if every collection error is a task-spec
@@ -147,16 +181,19 @@ class TaskFile(pytest.File):
             config.stash[SPEC_ERRORS_KEY].add(str(self.path))
             raise
         settings = config.stash[SETTINGS_KEY]
-        wanted = settings.tiers_wanted(TIERS)
-        repeats = settings.repeats
-        # A ReX-MLE challenge has one setting (its challenge brief), so it runs whatever --amb-tier says.
-        tiers = task.spec.tiers.available() if task.spec.rexmle else [t for t in task.spec.tiers.available() if t in wanted]
-        for tier in tiers:
-            for repeat in range(1, repeats + 1):
-                suffix = f"-r{repeat}" if repeats > 1 else ""
+        wanted = config.stash[TIERS_KEY]
+        available = task.spec.tiers.available()
+        tiers = [t for t in available if t in wanted]
+        # A task without the tier asked for (a ReX-MLE challenge has only pro) is collected at its
+        # own tiers and deselected in pytest_collection_modifyitems, which says so in one line.
+        missing = not tiers
+        for tier in tiers or available:
+            for repeat in range(1, settings.repeats + 1):
+                suffix = f"-r{repeat}" if settings.repeats > 1 else ""
                 item = TaskItem.from_parent(self, name=f"{task.spec.track}/{task.spec.id}[{tier}{suffix}]",
                                             task=task, tier=tier, repeat=repeat)
-                for mark in (task.spec.track, tier, "automedbench"):
+                item.tier_missing = missing
+                for mark in (task.spec.track, tier, "automedbench", *(["rexmle"] if task.spec.rexmle else [])):
                     item.add_marker(mark)
                 yield item
 
@@ -182,10 +219,14 @@ class TaskItem(pytest.Item):
         super().__init__(**kwargs)
         self.task, self.tier, self.repeat = task, tier, repeat
         self.result: dict | None = None
+        self.tier_missing = False  # collected only to be deselected (the task lacks the tier asked for)
+        self.progress = None  # progress.RunProgress while the run is under way
 
     # The run happens in setup so that harness faults are ERRORs and agent shortfalls FAILs.
     def setup(self):
         self.config.stash[RAN_TASKS_KEY] = True
+        progress = self.config.pluginmanager.get_plugin("amb-progress")
+        self.progress = progress.begin(self.name, self.task, self.config.stash[SETTINGS_KEY]) if progress else None
         try:
             self._run_or_reuse()
             return
@@ -193,6 +234,9 @@ class TaskItem(pytest.Item):
             message = str(e)
             if isinstance(e, RunsDirBusy):  # another session holds the runs dir: no other item can run either
                 self.session.shouldstop = message
+        finally:
+            if progress is not None:
+                progress.end()
         pytest.fail(message, pytrace=False)  # an ERROR (it is in setup) showing the message only
 
     def _run_or_reuse(self):
@@ -219,7 +263,10 @@ class TaskItem(pytest.Item):
         unpriced = unpriced_message(agent.model_id, settings.price_table, settings.max_cost_usd)
         if unpriced:
             warnings.warn(pytest.PytestWarning(unpriced))
-        self.result = execute(self.task, self.tier, self.repeat, agent, data, settings)
+        if self.progress is not None:
+            self.progress.phase("agent")  # data ready, agent built: the run proper starts
+        self.result = execute(self.task, self.tier, self.repeat, agent, data, settings,
+                              on_step=self.progress.step if self.progress else None)
 
     def runtest(self):
         r = self.result
@@ -252,12 +299,6 @@ def describe(r: dict) -> str:
     return text
 
 
-def _rexmle_properties(r: dict) -> dict:
-    from . import rexmle  # pandas and the leaderboards load only for ReX-MLE runs
-
-    return rexmle.properties(r)
-
-
 def properties(r: dict, result_path: Path) -> dict:
     """Flat builtin properties (they must survive pytest-xdist and JUnit)."""
     props = {
@@ -271,6 +312,6 @@ def properties(r: dict, result_path: Path) -> dict:
         "amb_tokens": sum(r["tokens"].values()),
         "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
         "amb_result": os.fspath(result_path),
-        **(_rexmle_properties(r) if r.get("rexmle") else {}),
+        **run_properties(r),  # E-codes, comparable, judge fallback, ReX-MLE percentile/medal (reporting/properties.py)
     }
     return props

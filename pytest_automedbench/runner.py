@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__, scoring, scoring_guard
 from .agents import Agent, AgentError
@@ -147,13 +147,14 @@ def _failure_of(error: BaseException) -> str:
 
 
 def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskData,
-            settings: RunSettings) -> dict[str, Any]:
+            settings: RunSettings, on_step: Callable[[RunRecord], None] | None = None) -> dict[str, Any]:
     """Run the agent on the task and write the run's files; returns result.json's content.
 
     The run is made in a staging folder (runfiles.RunFolder) and moved into place when it ends;
     whatever fails once the agent has run (scoring, an interrupt), its files are written, marked
     `errored` when the fault was not the agent's. The sandbox and a plugin's metric module come
-    from `settings.factories`."""
+    from `settings.factories`; `on_step(record)` is called after every model turn and tool call
+    (live progress)."""
     spec = task.spec
     metric_hook = settings.factories.metric
     try:
@@ -185,7 +186,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
-                               cost_fn=settings.cost_fn).run(brief)
+                               cost_fn=settings.cost_fn, on_step=on_step).run(brief)
     except BaseException as exc:  # an infrastructure fault or an interrupt: keep the partial run (tokens spent)
         record = getattr(exc, "record", None)
         if not isinstance(record, RunRecord):

@@ -117,6 +117,8 @@ class RunSettings:
     sandbox_options: SandboxOptions = field(default_factory=SandboxOptions)
     factories: Factories = field(default_factory=Factories)
     price_warning: str | None = None  # set at start for an LLM model without a price
+    progress: str = "auto"  # auto, live, lines or off (progress.py)
+    progress_interval_s: float = 60.0
 
     @functools.cached_property
     def price_table(self) -> Mapping[str, "Price"]:

@@ -32,7 +32,10 @@ fi
 extra=""
 [ $want_tests = 1 ] && extra="[test]"
 "$PYTHON" -m pip install -q -e ".$extra"
-# The Open-i report texts ship inside the torchxrayvision wheel; only its data is used (no import),
-# so it is installed without its dependencies (which would pull torchvision).
-"$PYTHON" -m pip install -q --no-deps "torchxrayvision>=1.2"
+# Tests only: the Open-i report archive inside the torchxrayvision wheel is what the leak red team
+# tries to read answers from (the demo itself no longer uses it). Data only, no import, so it is
+# installed without its dependencies (which would pull torchvision).
+if [ $want_tests = 1 ]; then
+    "$PYTHON" -m pip install -q --no-deps "torchxrayvision>=1.2"
+fi
 echo "setup: done ($("$PYTHON" -c 'import pytest_automedbench as p; print("pytest-automedbench", p.__version__)'))"

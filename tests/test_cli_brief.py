@@ -41,7 +41,7 @@ def test_tier_contents():
 
 def test_errors_are_one_line(capsys, tmp_path):
     assert cli.main(["brief", "no-such-task", "--suites", str(tmp_path)]) == 2
-    assert "no task file or task id 'no-such-task'" in capsys.readouterr().err
+    assert "no task 'no-such-task'" in capsys.readouterr().err
     assert cli.main(["brief", str(TINY), "--tier", "pro"]) == 2
     assert "no tier 'pro'" in capsys.readouterr().err
 

@@ -39,7 +39,7 @@ def _dice(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo_seg")
-    ds.prepare(root / "public", root / "private", n_cases=N_CASES, seed=0)
+    ds.prepare(root / "public", root / "private", n_cases=N_CASES, secret=0)
     return root
 
 
@@ -48,21 +48,32 @@ def _files(d: Path) -> dict[str, bytes]:
 
 
 def test_prepare_is_deterministic(prepared, tmp_path):
-    ds.prepare(tmp_path / "public", tmp_path / "private", n_cases=N_CASES, seed=0)
+    ds.prepare(tmp_path / "public", tmp_path / "private", n_cases=N_CASES, secret=0)
     for part in ("public", "private"):
         a, b = _files(prepared / part), _files(tmp_path / part)
         assert a.keys() == b.keys()
         for name in a:
-            assert a[name] == b[name], f"{part}/{name} differs between two runs with seed 0"
+            assert a[name] == b[name], f"{part}/{name} differs between two runs with secret 0"
     # no temp files left behind by the atomic writes
     assert not [p for p in tmp_path.rglob(".*.tmp")]
 
 
-def test_other_seed_gives_other_cases(prepared, tmp_path):
-    ds.prepare(tmp_path / "public", tmp_path / "private", n_cases=1, seed=1)
+def test_other_secret_gives_other_cases(prepared, tmp_path):
+    ds.prepare(tmp_path / "public", tmp_path / "private", n_cases=1, secret=1)
     a = nib.load(prepared / "public/images/case_000.nii.gz").get_fdata()
     b = nib.load(tmp_path / "public/images/case_000.nii.gz").get_fdata()
     assert not np.array_equal(a, b)
+
+
+def test_no_secret_draws_a_fresh_one_and_keeps_it_with_the_labels(tmp_path):
+    ds.prepare(tmp_path / "a" / "public", tmp_path / "a" / "private", n_cases=1)
+    ds.prepare(tmp_path / "b" / "public", tmp_path / "b" / "private", n_cases=1)
+    secrets = [json.loads((tmp_path / x / "private" / "secret.json").read_text())["secret"] for x in "ab"]
+    assert secrets[0] != secrets[1]
+    assert not (tmp_path / "a" / "public" / "secret.json").exists()
+    ds.prepare(tmp_path / "c" / "public", tmp_path / "c" / "private", n_cases=1, secret=secrets[0])
+    assert (tmp_path / "c/private/labels/case_000.nii.gz").read_bytes() == \
+        (tmp_path / "a/private/labels/case_000.nii.gz").read_bytes()
 
 
 def test_layout_and_no_labels_in_public(prepared):

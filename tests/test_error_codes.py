@@ -114,9 +114,10 @@ def test_summarize_shares_and_means():
     ]
     s = summarize(runs)
     assert s["runs"] == 4 and s["runs_with_codes"] == 2 and s["fired"] == 4
-    assert s["codes"]["SUB-NEVER"] == {"count": 2, "share": 0.5, "family": "submission",
-                                       "title": CODES["SUB-NEVER"].title}
-    assert s["families"] == {"submission": {"count": 3, "share": 0.75}, "verification": {"count": 1, "share": 0.25}}
+    assert s["codes"]["SUB-NEVER"].items() >= {"count": 2, "share": 0.5, "family": "submission",
+                                               "title": CODES["SUB-NEVER"].title}.items()
+    assert {f: (x["count"], x["share"]) for f, x in s["families"].items()} == {"submission": (3, 0.75),
+                                                                            "verification": (1, 0.25)}
     assert s["mean_overall_with_codes"] == 35.0 and s["mean_overall_without_codes"] == 70.0
     assert s["relative_drop"] == 0.5
     assert list(s["codes"])[0] == "SUB-NEVER"  # most frequent first

@@ -1,9 +1,15 @@
-"""Aggregation, intervals, the gate's syntax and its significance test, on made-up runs (fast)."""
+"""Aggregation, intervals, the gate's syntax and its significance test, error codes, ReX-MLE and the
+terminal tables, on made-up runs (fast)."""
 import pytest
 
+from pytest_automedbench import errors
 from pytest_automedbench.reporting import baseline as bl
-from pytest_automedbench.reporting.leaderboard import aggregate, render, render_markdown
+from pytest_automedbench.reporting import properties, rexmle
+from pytest_automedbench.reporting.leaderboard import aggregate, error_analysis
 from pytest_automedbench.reporting.stats import drop_test, summarize
+from pytest_automedbench.reporting.markdown import render_markdown
+from pytest_automedbench.reporting.text import render
+from pytest_automedbench.rexmle.ranking import benchmark_rank
 
 
 def run(task="t1", track="segmentation", model="m", repeat=1, overall=80.0, submitted=True, codes=(), **kw):
@@ -100,3 +106,169 @@ def test_rescore_names_the_broken_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "a/result.json: provenance.task_file: missing" in err
     assert "b/result.json: unreadable" in err and "no run could be rescored" in err
+
+
+# -- error codes: E1-E5 and the paper's analysis --------------------------------------------------
+def test_every_code_maps_to_its_family_and_anchor_ecode():
+    anchor = {"hallucination": "E1", "resource": "E2", "logic": "E3", "code_runtime": "E4", "format": "E5"}
+    for code in errors.CODES.values():
+        assert code.ecode == anchor.get(code.family), code.code
+    assert {f: errors.FAMILY_INFO[f].tag for f in errors.FAMILIES if f not in anchor} == {
+        "verification": "VER", "submission": "SUB", "task_understanding": "TSK", "sandbox": "SBX"}
+    assert "verification/recovery" in errors.FAMILY_INFO["verification"].anchor
+    assert errors._fire("RES-OOM", "cells [3]")["ecode"] == "E2" and errors._fire("SUB-NEVER", "x")["ecode"] is None
+    assert errors.family_of("validation").ecode is None  # an older run's unknown family: no made-up E-code
+
+
+def code(c):
+    return {"code": c, "family": errors.CODES[c].family}
+
+
+def test_summarize_is_the_papers_analysis():
+    runs = [run(overall=90), run(overall=70),
+            run(overall=50, codes=[code("RES-OOM")]), run(overall=30, codes=[code("RES-OOM"), code("SUB-NEVER")]),
+            run(overall=10, codes=[code("SUB-NEVER")]),
+            run(overall=0, codes=[code("HAL-OUTPUTS")], errored=True)]  # an infrastructure fault: left out
+    s = errors.summarize(runs)
+    assert (s["runs"], s["runs_with_codes"], s["runs_with_one_code"], s["fired"]) == (5, 3, 2, 4)
+    oom = s["codes"]["RES-OOM"]
+    assert oom["ecode"] == "E2" and oom["share"] == 0.5 and oom["runs"] == 2
+    assert oom["mean_overall_with"] == 40.0 and oom["mean_overall_without"] == pytest.approx(170 / 3, abs=1e-4)
+    assert oom["relative_drop"] == pytest.approx(1 - 40 / (170 / 3), abs=1e-4)
+    assert s["families"]["submission"]["tag"] == "SUB" and s["families"]["submission"]["share"] == 0.5
+    assert "HAL-OUTPUTS" not in s["codes"]
+    assert s["mean_overall_without_codes"] == 80.0 and s["mean_overall_with_codes"] == 30.0
+    assert s["mean_overall_one_code"] == 30.0 and s["relative_drop_one_code"] == pytest.approx(0.625)
+    per_model = error_analysis(runs + [run(model="other", overall=60)])["models"]
+    assert set(per_model) == {"m", "other"} and per_model["other"]["fired"] == 0
+
+
+# -- aggregate: errored runs apart, comparability, the two benchmarks ----------------------------------
+def rex_run(challenge, model="m", pct=0.5, medal=None, above=None, failed=False, repeat=1, **kw):
+    section = {"challenge": challenge, "percentile": None if failed else pct, "mean_position": None if failed else 3.0,
+               "medal": medal, "above_median": above, "failed": failed, "n_humans": 10, "values": {"dice": 0.4}}
+    r = run(task=f"rexmle-{challenge}", model=model, repeat=repeat, medal="A", **kw)
+    r.update(tier="pro", rexmle=section, task_metrics={"name": "dice"})
+    return r
+
+
+def test_aggregate_counts_errored_runs_apart_and_marks_incomparable_ones():
+    runs = [run("t1", overall=90, comparable=False), run("t1", repeat=2, overall=70),
+            run("t1", repeat=3, overall=0, errored=True, submitted=False),
+            run("t2", overall=50, judge={"kind": "llm", "fallback": "timeout"}),
+            rex_run("isles22", medal="bronze")]
+    agg = aggregate(runs)
+    models = {r["benchmark"]: r for r in agg["models"]}
+    amb = models["automedbench"]
+    assert amb["runs"] == 3 and amb["errored"] == 1  # the errored run enters no score
+    assert amb["metrics"]["overall"]["mean"] == pytest.approx((80 + 50) / 2)
+    assert amb["metrics"]["failure"]["mean"] == 0.0
+    assert amb["not_comparable"] == 1 and amb["judge_fallbacks"] == 1
+    assert amb["medals"]["A"] == 3
+    rex = models["rexmle"]
+    assert rex["medals"] == {"A": 0, "B": 0, "C": 0, "F": 0} and rex["rexmle_medals"] == {"bronze": 1}
+    t1 = next(r for r in agg["tasks"] if r["task_id"] == "t1")
+    assert t1["repeats"] and t1["errored"] == 1
+    md = render_markdown({"aggregate": agg})
+    assert "| m | segmentation | t1 | lite | 2 | 1 | 80.0* [70.0, 90.0] |" in md  # marked; the errored run's 0 left out
+
+
+def test_intervals_only_where_there_are_repeats():
+    def board(runs):
+        return render({"aggregate": aggregate(runs)}, width=200).split("scores in %")[0]
+
+    assert "[" not in board([run("t1", overall=95), run("t2", overall=95), run("t3", overall=80)])
+    assert "95.0 [" not in board([run("t1", overall=95), run("t1", repeat=2, overall=95)])  # repeats, zero width
+    assert "80.0 [70.0, 90.0]" in board([run("t1", overall=90), run("t1", repeat=2, overall=70)])
+
+
+# -- ReX-MLE: medals, per challenge percentiles, the Rank ----------------------------------------------
+def test_rexmle_summary_rank_and_medals():
+    runs = [rex_run("isles22", pct=0.75, medal="bronze"), rex_run("dentex", pct=0.6, above=True),
+            rex_run("ldct-iqa", failed=True),
+            rex_run("isles22", model="n", pct=0.25, above=False), rex_run("dentex", model="n", errored=True),
+            rex_run("usenhance", model="n", pct=1.0, medal="gold"), run("t1")]
+    s = rexmle.summary(runs)
+    assert [c["name"] for c in s["challenges"]] == ["ISLES'22", "DENTEX", "LDCT-IQA", "USenhance"]  # the paper's order
+    m, n = s["models"]
+    assert m["rank"] == pytest.approx((0.75 + 0.6 + 0 + 0) / 4)  # ldct-iqa failed (0), usenhance not run (0)
+    assert m["rank"] == pytest.approx(benchmark_rank([r for r in runs[:3]], [c["challenge"] for c in s["challenges"]]))
+    assert m["not_run"] == ["usenhance"] and m["medals"]["bronze"] == 1 and m["medals"]["above median"] == 1
+    assert m["challenges"]["ldct-iqa"]["percentile"] is None and m["medals"]["FAIL"] == 1
+    # n's dentex run errored: left out of its Rank (3 challenges), not counted as a failure
+    assert n["excluded_errored"] == ["dentex"] and n["n_challenges"] == 3
+    assert n["rank"] == pytest.approx((0.25 + 0 + 1.0) / 3)
+    assert rexmle.medal(runs[3]["rexmle"]) == "none" and rexmle.run_medal(runs[0]) == "bronze"
+    text = render({"aggregate": aggregate(runs), "rexmle": s}, width=120)
+    assert "ReX-MLE Rank m: 33.75%" in text and "ISLES'22" in text and "above median" in text
+    md = render_markdown({"aggregate": aggregate(runs), "rexmle": s})
+    assert "| ReX-MLE Rank | mean percentile | 33.75% over 4 | 41.67% over 3 |" in md
+    assert "| ISLES'22 (isles22) | segmentation | 0.4 (75%) bronze | 0.4 (25%) none |" in md
+
+
+def test_rexmle_repeats_average_with_failures_at_zero():
+    runs = [rex_run("isles22", pct=0.8, medal="silver"), rex_run("isles22", repeat=2, failed=True)]
+    cell = rexmle.summary(runs)["models"][0]["challenges"]["isles22"]
+    assert cell["percentile"] == pytest.approx(0.4) and cell["failed"] == 1
+    assert rexmle.cell_medal(cell) == "silverx1 FAILx1"
+
+
+# -- properties ------------------------------------------------------------------------------------
+def test_run_properties():
+    r = run(codes=[code("RES-OOM"), code("SUB-NEVER"), code("RES-TIMEOUT")], comparable=False,
+            judge={"kind": "llm", "fallback": "judge API: 401"})
+    p = properties.run_properties(r)
+    assert p["amb_error_ecodes"] == "E2,SUB" and p["amb_comparable"] is False and p["amb_judge_fallback"] == "judge API: 401"
+    assert properties.run_properties(run())["amb_error_ecodes"] == "none"
+    rex = properties.run_properties(rex_run("isles22", pct=0.75, medal="bronze"))
+    assert rex["amb_medal"] == "bronze" and rex["amb_rexmle_medal"] == "bronze" and rex["amb_percentile"] == 0.75
+    assert rex["amb_rexmle_name"] == "ISLES'22" and rex["amb_rexmle_failed"] is False
+    failed = properties.run_properties(rex_run("isles22", failed=True))
+    assert failed["amb_medal"] == "FAIL" and failed["amb_percentile"] == 0.0 and failed["amb_rexmle_failed"] is True
+    for v in {**p, **rex}.values():
+        assert isinstance(v, (str, int, float, bool))  # flat builtins survive pytest-xdist
+    one = {"rexmle": rexmle.summary([rex_run("isles22", pct=0.75)])}
+    assert properties.session_properties(one) == {"amb_rexmle_rank": 0.75, "amb_rexmle_challenges": 1}
+    two = {"rexmle": rexmle.summary([rex_run("isles22", pct=0.75), rex_run("isles22", model="n", pct=0.5)])}
+    assert properties.session_properties(two)["amb_rexmle_rank:n"] == 0.5
+
+
+# -- terminal width ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def session_doc(tmp_path_factory):
+    from report_runs import make_session
+
+    from pytest_automedbench.reporting.controller import results_document
+
+    return results_document(make_session(tmp_path_factory.mktemp("runs")), {})
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_terminal_tables_fit_the_width(session_doc, width):
+    text = render(session_doc, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    for must in ("Overall (mean across tasks)", "Per track", "Per task", "ReX-MLE Rank claude:claude-sonnet-4-5",
+                 "Error codes", "claude", "errored"):
+        assert must in text, must
+    first = text.split("\n\n")[0].splitlines()
+    header = first[1].split()
+    assert header[0] == "model" and ("ovr" in header or "overall" in header) and ("time" in header)
+    if width >= 120:
+        assert {"tok", "tokens"} & set(header) and "codes" in text.split("\n\n")[0]
+    if width >= 200:
+        assert "S1" in header and "[" in text.split("\n\n")[0]  # the repeated model's interval
+
+
+def test_width_comes_from_the_terminal(monkeypatch, session_doc):
+    monkeypatch.setenv("COLUMNS", "90")
+    assert max(len(line) for line in render(session_doc).splitlines()) <= 90
+
+
+def test_a_run_seen_only_through_its_properties_keeps_medal_and_flags():
+    from pytest_automedbench.reporting.controller import _from_properties
+
+    for r in (rex_run("isles22", pct=0.6, above=True), rex_run("dentex", failed=True), run(comparable=False)):
+        back = _from_properties({"amb_run_id": r["run_id"], "amb_medal": r["medal"], **properties.run_properties(r)})
+        assert rexmle.run_medal(back) == rexmle.run_medal(r) and back["comparable"] == (r.get("comparable") is not False)
+        if r.get("rexmle"):
+            assert back["rexmle"]["percentile"] == r["rexmle"]["percentile"]

@@ -1,20 +1,18 @@
 """Reports, baselines, the regression gate and resume, end to end on the tiny task."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import read_results
 from pytest_automedbench import cli
-from pytest_automedbench.reporting.controller import results_document, write_reports
 
 # Submits complete, valid outputs without a plan or checks: the test passes, the scores drop.
 SLOPPY = """\
@@ -40,7 +38,7 @@ def test_repeats_under_xdist_then_baseline_and_gate(tiny_suite, pytester):
                             "*Overall (mean across tasks)*", "reports: *amb-results.json*index.html",
                             "baseline saved: *baselines?ref.json"])
     doc = read_results(pytester)
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     assert sorted(x["run_id"] for x in doc["runs"]) == [f"tiny-seg__lite__reference__r{i}" for i in (1, 2, 3)]
     overall = doc["aggregate"]["tasks"][0]["metrics"]["overall"]
     assert overall["n"] == 3 and overall["ci_low"] <= overall["mean"] <= overall["ci_high"]
@@ -52,7 +50,7 @@ def test_repeats_under_xdist_then_baseline_and_gate(tiny_suite, pytester):
         assert {"amb_overall", "amb_s1", "amb_s5", "amb_run_id", "amb_cost_usd"} <= set(props)
     reports = pytester.path / "reports"
     assert "tiny-seg" in (reports / "leaderboard.md").read_text()
-    assert (reports / "index.html").exists() and (reports / "plots" / "stages.png").exists()
+    assert "<svg class='chart'" in (reports / "index.html").read_text() and not (reports / "plots").exists()
     saved = json.loads((reports / "baselines" / "ref.json").read_text())
     assert saved["provenance"]["task_versions"] == {"tiny-seg": "1"}
     assert saved["provenance"]["models"] == ["reference"] and saved["provenance"]["machine"]["hostname"]
@@ -167,49 +165,52 @@ def test_resume_after_kill_reruns_only_unfinished_runs(tiny_suite, pytester, mon
     assert len(read_results(pytester)["runs"]) == 3
 
 
-def _synthetic_run(runs_dir: Path) -> dict:
-    rid = "demo-task__lite__synthetic-model__r1"
-    run_dir = runs_dir / rid
-    (run_dir / "workspace").mkdir(parents=True)
-    (run_dir / "workspace" / "plan.md").write_text("# Plan\n1. threshold the volume\n")
-    result = {"schema_version": 1, "run_id": rid, "task_id": "demo-task", "track": "segmentation", "tier": "lite",
-              "model": "synthetic-model", "repeat": 1, "overall": 61.5, "agentic": 0.5, "task_score": 0.73,
-              "completion_rate": 1.0, "stages": {"S1": 1.0, "S2": 0.5, "S3": 0.2, "S4": 1.0, "S5": 1.0},
-              "task_metrics": {"name": "dice", "value": 0.73}, "medal": "B", "failure_mode": None, "submitted": True,
-              "error_codes": [{"code": "E-PILOT-SKIPPED", "family": "validation", "evidence": "no pilot cell before the full run"}],
-              "violations": [], "turns": 3, "wall_time_s": 4.2, "tokens": {"input": 100, "output": 20}, "cost_usd": 0.01}
-    conversation = [{"role": "user", "content": "Segment the tiny volumes."},
-                    {"role": "assistant", "content": "I will threshold the volume at 50 and 150.",
-                     "tool_calls": [{"id": "c1", "name": "execute_code",
-                                     "arguments": {"language": "python", "code": "print('pilot case_000 ok')"}}]},
-                    {"role": "tool", "tool_call_id": "c1", "name": "execute_code", "content": "exit_code: 0"}]
-    trace = {"index": 0, "turn": 1, "tool": "execute_code", "started_s": 0.1, "language": "python",
-             "code": "print('pilot case_000 ok')", "stdout": "pilot case_000 ok\n", "exit_code": 0, "stage": "S3"}
-    (run_dir / "result.json").write_text(json.dumps(result))
-    (run_dir / "conversation.json").write_text(json.dumps(conversation))
-    (run_dir / "trace.jsonl").write_text(json.dumps(trace) + "\n")
-    return result
+# A ReX-MLE challenge made from the tiny task: ranked on dice (the agent beats every made-up human)
+# and hd95 (no value: the worst position, N + 1), so its mean position is (1 + 5) / 2 = 3 among 4
+# humans whose mean positions are 1..4: bronze, above median, percentile 1 - 2/4 = 50%.
+TINY_REX_BOARD = """rank,team,mean_position,dice,dice_position,hd95,hd95_position
+1,a,1.0,0.40,1,1.0,1
+2,b,2.0,0.30,2,2.0,2
+3,c,3.0,0.20,3,3.0,3
+4,d,4.0,0.10,4,4.0,4
+"""
 
 
-def test_html_report_renders_in_headless_chromium(tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("Debian's chromium is not installed (scripts/setup.sh --test installs it)")
-    runs = [_synthetic_run(tmp_path / "runs")]
-    paths = write_reports(results_document(runs, {}), tmp_path / "report", tmp_path / "runs")
-    page = paths["html"].read_text()
-    assert "http://" not in page and "https://" not in page  # nothing fetched from a network
-    for src in ("plots/stages.png", "plots/score_vs_cost.png", "plots/error_families.png"):
-        assert f"src='{src}'" in page and (tmp_path / "report" / src).stat().st_size > 0
-    with tempfile.TemporaryDirectory() as profile:
-        out = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                              f"--user-data-dir={profile}", "--dump-dom", paths["html"].as_uri()],
-                             capture_output=True, text=True, timeout=120)
-    dom = out.stdout
-    assert "<td>synthetic-model</td>" in dom and "<td>61.5</td>" in dom  # the leaderboard
-    viewer = dom.split('id="viewer"', 1)[1]  # rendered by the page's JavaScript from the embedded JSON
-    assert "I will threshold the volume at 50 and 150." in viewer
-    assert '<span class="stage">S3</span>' in viewer and "pilot case_000 ok" in viewer
-    assert "E-PILOT-SKIPPED (validation)" in viewer and "no pilot cell before the full run" in viewer
-    assert "1. threshold the volume" in viewer
+def test_rexmle_challenge_in_every_report_format(tiny_suite, pytester):
+    task = yaml.safe_load((tiny_suite / "tiny.task.yaml").read_text())
+    task.update(id="tiny-rex", tiers={"pro": {"background": "Threshold the image."}},
+                rexmle={"challenge": "tiny-rex", "leaderboard": "tiny_rex.csv", "synthetic_leaderboard": True,
+                        "metrics": [{"name": "dice", "direction": "higher_better"},
+                                    {"name": "hd95", "direction": "lower_better"}]})
+    (tiny_suite / "tiny_rex.task.yaml").write_text(yaml.safe_dump(task))
+    (tiny_suite / "tiny_rex.csv").write_text(TINY_REX_BOARD)
+    r = pytester.runpytest_subprocess("suite", "-n", "2", "--junitxml=out.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=2)
+    doc = read_results(pytester)
+    rex = next(x for x in doc["runs"] if x["task_id"] == "tiny-rex")["rexmle"]
+    assert (rex["medal"], rex["above_median"], rex["percentile"], rex["mean_position"]) == ("bronze", True, 0.5, 3.0)
+    # amb-results.json: the Rank, and the ReX-MLE run apart from the AutoMedBench averages
+    (model,) = doc["rexmle"]["models"]
+    assert model["rank"] == 0.5 and model["challenges"]["tiny-rex"]["medals"] == {"bronze": 1}
+    assert {(m["benchmark"], m["runs"]) for m in doc["aggregate"]["models"]} == {("automedbench", 1), ("rexmle", 1)}
+    assert next(m for m in doc["aggregate"]["models"] if m["benchmark"] == "rexmle")["medals"]["A"] == 0
+    # the terminal
+    r.stdout.fnmatch_lines(["ReX-MLE (percentile among the human leaderboard's entries):",
+                            "*reference*tiny-rex*50.0%*bronze*", "ReX-MLE Rank reference: 50.00%*"])
+    task_line = next(line for line in r.stdout.lines if line.startswith("reference") and "tiny-rex" in line and "pro" in line)
+    assert task_line.endswith("bronze")  # the per-task table shows its ReX-MLE medal, not an A/B/C band
+    # leaderboard.md and index.html
+    md = (pytester.path / "reports" / "leaderboard.md").read_text()
+    assert "| tiny-rex | other | 1 (50%) bronze |" in md
+    assert "| ReX-MLE Rank | mean percentile | 50.00% over 1 |" in md
+    page = (pytester.path / "reports" / "index.html").read_text()
+    assert "ReX-MLE Rank over 1 challenge(s)" in page and "50.00% over 1" in page and "(50%) bronze" in page
+    # JUnit: per run and, for the session, the Rank
+    root = ET.parse(pytester.path / "out.xml").getroot()
+    cases = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in root.iter("testcase")}
+    props = next(p for name, p in cases.items() if "tiny-rex" in name)
+    assert (props["amb_medal"], props["amb_rexmle_medal"], props["amb_percentile"]) == ("bronze", "bronze", "0.5")
+    assert props["amb_rexmle_mean_position"] == "3.0" and props["amb_rexmle_failed"] == "False"
+    suite_props = {p.get("name"): p.get("value") for p in root.iter("testsuite")
+                   for ps in p.findall("properties") for p in ps.findall("property")}
+    assert suite_props["amb_rexmle_rank"] == "0.5" and suite_props["amb_rexmle_challenges"] == "1"

@@ -127,12 +127,12 @@ def test_rank_cli_table_and_json(tmp_path, capsys):
     metrics.write_text(json.dumps({"AIDE": PAPER["tables"]["panther-task2"]["AIDE"]["values"],
                                    "RD-Agent": PAPER["tables"]["panther-task2"]["RD-Agent"]["values"],
                                    "Broken": "FAIL"}))
-    assert cli_main(["rank", "panther-task2", "--metrics", str(metrics)]) == 0
+    assert cli_main(["rank", "rexmle-panther-task2", "--metrics", str(metrics)]) == 0
     out = capsys.readouterr().out
     assert "hd95 (lower is better)" in out
     assert "mean position 5.20  percentile 58.0%" in out and "percentile 10.0%" in out
     assert "Broken: FAIL (percentile 0%)" in out
-    assert cli_main(["rank", "panther-task2", "--metrics", str(metrics), "--json"]) == 0
+    assert cli_main(["rank", "rexmle-panther-task2", "--metrics", str(metrics), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     rd = next(a for a in data["agents"] if a["agent"] == "RD-Agent")
     assert rd["positions"] == {"dsc": 9, "msd": 9, "hd95": 1, "masd": 6, "rmse": 1} and rd["percentile"] == 0.58
@@ -146,7 +146,7 @@ def test_rank_cli_table_and_json(tmp_path, capsys):
 def test_rank_cli_bad_input(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert cli_main(["rank", "isles22", "--metrics", str(bad)]) == 2
+    assert cli_main(["rank", "rexmle-isles22", "--metrics", str(bad)]) == 2
     assert "bad.json: not valid JSON" in capsys.readouterr().out
     bad.write_text("{}")
     assert cli_main(["rank", "no-such-challenge", "--metrics", str(bad)]) == 2

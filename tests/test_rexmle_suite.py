@@ -45,9 +45,11 @@ def test_twenty_challenges_training_allowed_with_leaderboards():
 
 def test_suite_collects_every_challenge_and_skips_unprepared(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("AMB_DATA_DIR", str(tmp_path / "data"))
-    r = pytester.runpytest(str(SUITE), "--collect-only", "-q", "-p", "no:cacheprovider")
-    r.stdout.fnmatch_lines(["*20 tests collected*"])  # whatever --amb-tier says (default lite)
-    r = pytester.runpytest(str(SUITE), "-k", "isles22", "-rs", "-p", "no:cacheprovider",
+    r = pytester.runpytest(str(SUITE), "--collect-only", "-q", "-p", "no:cacheprovider", "--amb-tier=pro")
+    r.stdout.fnmatch_lines(["*20 tests collected*"])
+    r = pytester.runpytest(str(SUITE), "--collect-only", "-q", "-p", "no:cacheprovider")  # lite: none has it
+    r.stdout.fnmatch_lines(["automedbench: 20 tasks deselected: no lite tier*", "*(20 deselected)*"])
+    r = pytester.runpytest(str(SUITE), "-k", "isles22", "-rs", "-p", "no:cacheprovider", "-m", "rexmle and pro",
                            f"--amb-runs-dir={tmp_path / 'runs'}", f"--amb-report-dir={tmp_path / 'reports'}")
     r.assert_outcomes(skipped=1)
     r.stdout.fnmatch_lines(["*automedbench prepare rexmle-isles22 --source DIR*"])
@@ -91,7 +93,7 @@ def test_policy_flag_reaches_the_sandbox_and_a_failed_run_ranks_zero(tmp_path):
 @pytest.mark.slow
 def test_demo_challenge_end_to_end_with_the_reference_agent(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("AMB_DATA_DIR", str(tmp_path / "data"))
-    r = pytester.runpytest(str(DEMO), "--junitxml=out.xml", "-p", "no:cacheprovider",
+    r = pytester.runpytest(str(DEMO), "--junitxml=out.xml", "-p", "no:cacheprovider", "--amb-tier=pro",
                            f"--amb-runs-dir={pytester.path / 'runs'}", f"--amb-report-dir={pytester.path / 'reports'}")
     r.assert_outcomes(passed=1)
     result = json.loads((pytester.path / "reports" / "amb-results.json").read_text())["runs"][0]

@@ -49,8 +49,10 @@ def unpriced_message(model_id: str | None, prices: Mapping[str, Price], max_cost
     if max_cost is not None:
         raise UnpricedModelError(f"--amb-max-cost: model {model_id!r} has no price, so its cost cannot be "
                                  "capped; give one with --amb-prices=FILE")
-    return (f"automedbench: no price for model {model_id!r}: cost_usd will be null (unknown); "
-            f"add it with --amb-prices=FILE (see docs/agents.md)")
+    from ..suites import did_you_mean
+
+    return (f"automedbench: no price for model {model_id!r}{did_you_mean(model_id, prices)}: cost_usd will be "
+            f"null (unknown); add it with --amb-prices=FILE (see docs/agents.md)")
 
 
 def llm_options(retry_base_delay: float | None) -> dict[str, Any]:

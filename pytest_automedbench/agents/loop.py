@@ -120,11 +120,13 @@ def count_outputs(output_dir: Path) -> int:
 class AgentLoop:
     def __init__(self, agent: Agent, sandbox: Sandbox, limits: Limits, output_dir: Path,
                  cost_fn: Callable[[str | None, Usage], float | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 on_step: Callable[[RunRecord], None] | None = None):
         self.agent, self.sandbox, self.limits = agent, sandbox, limits
         self.output_dir = output_dir
         self.cost_fn = cost_fn
         self.clock = clock
+        self.on_step = on_step  # called with the record after every model turn and tool call (live progress)
 
     def run(self, brief: str) -> RunRecord:
         record = RunRecord(conversation=[{"role": "system", "content": SYSTEM_PROMPT},
@@ -161,6 +163,7 @@ class AgentLoop:
                 policy.on_retry = outer
             if tells_time:
                 self.agent.time_left = None
+            self._step(record)  # the end (record.ended_by is set)
         return record
 
     # -- the conversation ------------------------------------------------------------------
@@ -181,6 +184,7 @@ class AgentLoop:
                     return self._stop(record, "time_limit")
                 raise
             self._account(record, reply)
+            self._step(record)
             record.conversation.append(reply.as_message())
             if not reply.tool_calls:
                 record.ended_by = "no_tool_call"
@@ -195,6 +199,7 @@ class AgentLoop:
                     record.ended_by = "submit"
                     return
                 text = self._call(record, call, started)
+                self._step(record)
                 record.conversation.append(_tool_message(call, text))
                 if record.disqualified or record.limit_hit:
                     return self._stop(record, None if record.disqualified else record.limit_hit)
@@ -219,6 +224,10 @@ class AgentLoop:
         result = self.sandbox.exec(code, language, timeout=timeout)
         record_cell(record, result, language, code, at, self.output_dir)
         return format_tool_output(result, self.limits)
+
+    def _step(self, record: RunRecord) -> None:
+        if self.on_step is not None:
+            self.on_step(record)
 
     def _account(self, record: RunRecord, reply: Reply) -> None:
         record.turns += 1

@@ -1,11 +1,13 @@
-"""Offline demo data for the classification track: image-type patches (deterministic).
+"""Offline demo data for the classification track: image-type patches.
 
 Four classes of 64x64 greyscale patches cut from real images shipped in installed packages:
 histology (scikit-image's immunohistochemistry slide), fundus (its retina photograph),
-microscopy (its cell image) and ct (pydicom's CT test slice, upsampled x2). Patches are taken
-where the image has tissue, then flipped / rotated and given brightness, gamma and noise changes.
-Test patients use one seed stream; the shipped nearest-centroid model (public/models/
-tissue_centroid/model.json + features.py) is fitted on patches from a separate stream.
+microscopy (its cell image) and ct (pydicom's CT test slice, upsampled x2). A patch's label is the
+image it was cut from (known by construction). Each source image is split in two halves: test
+patches come from one, the shipped nearest-centroid model (public/models/tissue_centroid/
+model.json + features.py) is fitted on patches from the other, so test patches are held out.
+Patches are taken where the image has tissue, rotated by any angle, rescaled, flipped and given
+brightness, gamma, blur and noise changes, all drawn from the secret seed kept in private/.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import patch_features
+from .demo_common import secret_rng, stream
 
 PATCH = 64
 CLASSES = ("histology", "fundus", "microscopy", "ct")
@@ -44,32 +47,44 @@ def source_images() -> dict[str, np.ndarray]:
     }
 
 
-def sample_patch(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A random patch with at least 60% non-dark pixels, augmented."""
+def sample_patch(image: np.ndarray, rng: np.random.Generator, half: int) -> np.ndarray:
+    """A random patch with at least 60% non-dark pixels from the left (0) or right (1) half, augmented."""
+    from skimage.transform import rotate
+
+    big = int(PATCH * 1.6)  # room for any rotation and a zoom of up to 1.15
+    lo, hi = (0, image.shape[1] // 2 - big) if half == 0 else (image.shape[1] // 2, image.shape[1] - big)
     for _ in range(200):
-        y, x = rng.integers(0, image.shape[0] - PATCH), rng.integers(0, image.shape[1] - PATCH)
-        patch = image[y:y + PATCH, x:x + PATCH]
-        if (patch > 20).mean() >= 0.6:
+        y, x = rng.integers(0, image.shape[0] - big), rng.integers(lo, hi)
+        window = image[y:y + big, x:x + big].astype(np.float64)
+        if (window > 20).mean() >= 0.6:
             break
-    p = np.rot90(patch, rng.integers(4)).astype(np.float64)
+    # never near a quarter turn or the original scale: a patch must not be a crop of its package
+    # image under a transform one can undo (tests/test_leaks.py looks for exactly that)
+    zoom = rng.choice([-1, 1]) * rng.uniform(0.07, 0.15) + 1
+    angle = 90 * rng.integers(4) + rng.choice([-1, 1]) * rng.uniform(15, 45)
+    p = rotate(window, angle, resize=False, order=1, preserve_range=True)
+    side = int(round(PATCH * zoom))
+    c = (big - side) // 2
+    from skimage.transform import resize
+    p = resize(p[c:c + side, c:c + side], (PATCH, PATCH), order=1, preserve_range=True, anti_aliasing=True)
     if rng.random() < 0.5:
         p = p[:, ::-1]
-    p = 255 * (p / 255) ** rng.uniform(0.85, 1.2) * rng.uniform(0.9, 1.1)
-    p = p + rng.normal(0, 3, p.shape)
+    p = 255 * (np.clip(p, 0, 255) / 255) ** rng.uniform(0.75, 1.35) * rng.uniform(0.8, 1.2)
+    p = p + rng.normal(0, rng.uniform(2, 9), p.shape)
     return np.clip(p, 0, 255).astype(np.uint8)
 
 
-def patches(images: dict[str, np.ndarray], per_class: int, seed: int, stream: int):
-    """(label, patch) pairs, class by class, from one seed stream."""
+def patches(images: dict[str, np.ndarray], per_class: int, secret: int, part: int, half: int):
+    """(label, patch) pairs, class by class, from one half of each image and one secret stream."""
     for ci, label in enumerate(CLASSES):
-        rng = np.random.default_rng([seed, stream, ci])
+        rng = stream(secret, part, ci)
         for _ in range(per_class):
-            yield label, sample_patch(images[label], rng)
+            yield label, sample_patch(images[label], rng, half)
 
 
-def fit_centroids(images: dict[str, np.ndarray], per_class: int, seed: int) -> dict:
-    """Nearest-centroid model on standardised features, fitted on the training stream."""
-    pairs = list(patches(images, per_class, seed, TRAIN_STREAM))
+def fit_centroids(images: dict[str, np.ndarray], per_class: int, secret: int, half: int) -> dict:
+    """Nearest-centroid model on standardised features, fitted on the training half of each image."""
+    pairs = list(patches(images, per_class, secret, TRAIN_STREAM, half))
     X = np.stack([patch_features.features(p) for _, p in pairs])
     y = np.array([label for label, _ in pairs])
     mean, scale = X.mean(0), X.std(0) + 1e-6
@@ -81,19 +96,21 @@ def fit_centroids(images: dict[str, np.ndarray], per_class: int, seed: int) -> d
         "standardise": {"mean": mean.round(8).tolist(), "scale": scale.round(8).tolist()},
         "centroids": {c: Z[y == c].mean(0).round(8).tolist() for c in CLASSES},
         "predict": "label = argmin_c || (features(x) - mean) / scale - centroids[c] ||_2",
-        "training": f"{per_class} patches per class from a seed stream separate from the test patients",
+        "training": f"{per_class} patches per class from image regions apart from the test patients'",
         "alternatives": ["logistic regression on the same features", "ResNet18", "DenseNet121", "ViT"],
     }
 
 
-def prepare(public: Path, private: Path, per_class: int = 6, seed: int = 0, train_per_class: int = 40) -> None:
+def prepare(public: Path, private: Path, per_class: int = 10, train_per_class: int = 40,
+            secret: int | None = None) -> None:
     from PIL import Image
 
     (public / "images").mkdir(parents=True)
-    private.mkdir(parents=True, exist_ok=True)
+    secret, rng = secret_rng(private, secret)
+    test_half = int(rng.integers(2))
     images = source_images()
-    pairs = list(patches(images, per_class, seed, TEST_STREAM))
-    order = np.random.default_rng([seed, 99]).permutation(len(pairs))  # ids say nothing about the class
+    pairs = list(patches(images, per_class, secret, TEST_STREAM, test_half))
+    order = stream(secret, 99).permutation(len(pairs))  # ids say nothing about the class
     rows = []
     for n, idx in enumerate(order):
         label, patch = pairs[idx]
@@ -106,4 +123,4 @@ def prepare(public: Path, private: Path, per_class: int = 6, seed: int = 0, trai
     model = public / "models" / "tissue_centroid"
     model.mkdir(parents=True)
     shutil.copyfile(patch_features.__file__, model / "features.py")
-    (model / "model.json").write_text(json.dumps(fit_centroids(images, train_per_class, seed), indent=1))
+    (model / "model.json").write_text(json.dumps(fit_centroids(images, train_per_class, secret, 1 - test_half), indent=1))

@@ -1,154 +1,144 @@
-"""Demo report generation: Open-i chest X-ray report texts paired with synthetic chest images.
+"""Demo report generation: simulated chest studies whose reports are known by construction.
 
-The report texts (FINDINGS + IMPRESSION) come from NLMCXR_reports.tgz inside the installed
-torchxrayvision wheel's data folder, read as a file (the package is never imported). The images
-are synthetic: a schematic chest whose anatomy encodes the report's positive findings (heart
-size, effusion, opacity, nodule, pneumothorax, spine) plus a faint texture seeded by the report's
-wording, and per-study noise. So two studies with the same report look alike, and a retrieval
-model (demo_models/report_retriever.py + report_index.pt, shipped under public/models/) over a
-bank of other studies can write the report. Test studies are drawn (seeded) among reports that
-occur more than once in the collection; the bank holds another study of each and distractors.
+Each study is simulated from a secret seed (private/secret.json): a set of findings (cardiomegaly,
+right pleural effusion, left upper lobe opacity, right upper lobe granuloma, left apical
+pneumothorax, thoracic spondylosis), each present with some probability. Its report is written from
+the findings, one sentence per topic, each sentence picked among a few phrasings radiologists use
+in the Open-i collection (the phrasing is drawn too, as two radiologists would differ); its image is
+a schematic chest whose anatomy shows the findings, with per-study anatomy jitter and noise. So the
+reference report exists before and apart from any method. Study ids are neutral (study_000, ...).
+
+The reference model (demo_models/report_retriever.py + report_index.pt, shipped under
+public/models/) returns the report of the most similar image in a bank of OTHER simulated studies
+(no bank report is the text of a test report): it can miss a small finding and never knows the
+phrasing. The Open-i report archive inside torchxrayvision holds no test report.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import importlib.util
 import json
-import re
 import shutil
-import tarfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from .demo_common import secret_rng, stream
 from .demo_models import report_retriever
 
 SIZE = 128
-ARCHIVE = "NLMCXR_reports.tgz"
-NEGATION = re.compile(r"\b(no|not|without|negative|free of|clear of|resolved)\b", re.I)
-FINDINGS = {
-    "cardiomegaly": re.compile(r"cardiomegaly|heart (size )?is (mildly |moderately )?enlarged|enlarged heart", re.I),
-    "effusion": re.compile(r"effusion", re.I),
-    "opacity": re.compile(r"opacit|consolidation|infiltrate|airspace disease|pneumonia", re.I),
-    "nodule": re.compile(r"nodul|granuloma", re.I),
-    "pneumothorax": re.compile(r"pneumothorax", re.I),
-    "spine": re.compile(r"degenerative|spondylo|osteophyte", re.I),
+PREVALENCE = {"cardiomegaly": 0.4, "effusion": 0.35, "opacity": 0.35, "nodule": 0.3, "pneumothorax": 0.25,
+              "spine": 0.35}
+# Phrasings per report topic (frequent wordings in the Open-i reports); a study uses one of each.
+PHRASES = {
+    "heart": ["The heart is normal in size.", "Heart size is normal.", "Normal heart size."],
+    "cardiomegaly": ["Mild cardiomegaly.", "There is mild cardiomegaly.", "The heart is mildly enlarged."],
+    "lungs": ["The lungs are clear.", "Lungs are clear.", "The lungs are clear bilaterally."],
+    "opacity": ["There is focal airspace opacity in the left upper lobe.", "Left upper lobe airspace disease.",
+                "There is a left upper lobe opacity."],
+    "pleura": ["No pleural effusion or pneumothorax.", "No pneumothorax or pleural effusion.",
+               "There is no pleural effusion or pneumothorax."],
+    "effusion": ["There is a small right pleural effusion.", "Small right pleural effusion.",
+                 "A small right pleural effusion is present."],
+    "no_effusion": ["No pleural effusion.", "There is no pleural effusion.", "No pleural effusions."],
+    "pneumothorax": ["There is a small left apical pneumothorax.", "Small left apical pneumothorax.",
+                     "A small left apical pneumothorax is present."],
+    "no_pneumothorax": ["No pneumothorax.", "There is no pneumothorax.", "No evidence of pneumothorax."],
+    "nodule": ["There is a calcified granuloma in the right upper lobe.", "Calcified granuloma in the right upper lobe.",
+               "A calcified right upper lobe granuloma is noted."],
+    "bones": ["No acute bony abnormality.", "Bony structures are intact.", "No acute bony abnormalities."],
+    "spine": ["Degenerative changes of the thoracic spine.", "Thoracic spondylosis.",
+              "Mild degenerative changes of the thoracic spine."],
+    "normal": ["No acute cardiopulmonary abnormality.", "No acute cardiopulmonary disease.",
+               "No acute cardiopulmonary findings."],
 }
+IMPRESSION = {"cardiomegaly": ["Cardiomegaly.", "Mild cardiomegaly."],
+              "opacity": ["Left upper lobe pneumonia.", "Left upper lobe airspace disease."],
+              "effusion": ["Small right pleural effusion.", "Small right effusion."],
+              "pneumothorax": ["Small left apical pneumothorax.", "Left apical pneumothorax."],
+              "nodule": ["Old granulomatous disease.", "Calcified right upper lobe granuloma."]}
 
 
-class ReportsArchiveMissing(Exception):
-    pass
+def simulate(rng: np.random.Generator) -> tuple[set[str], str]:
+    """(findings, report text) of one simulated study."""
+    findings = {name for name, p in PREVALENCE.items() if rng.random() < p}
+
+    def say(topic):
+        options = PHRASES[topic] if topic in PHRASES else IMPRESSION[topic]
+        return options[int(rng.integers(len(options)))]
+
+    body = [say("cardiomegaly" if "cardiomegaly" in findings else "heart"),
+            say("opacity" if "opacity" in findings else "lungs")]
+    if "effusion" in findings or "pneumothorax" in findings:
+        body += [say("effusion" if "effusion" in findings else "no_effusion"),
+                 say("pneumothorax" if "pneumothorax" in findings else "no_pneumothorax")]
+    else:
+        body.append(say("pleura"))
+    if "nodule" in findings:
+        body.append(say("nodule"))
+    body.append(say("spine" if "spine" in findings else "bones"))
+    positives = [f for f in IMPRESSION if f in findings]
+    impression = [IMPRESSION[f][int(rng.integers(len(IMPRESSION[f])))] for f in positives] or [say("normal")]
+    return findings, " ".join(body + impression)
 
 
-def archive_path() -> Path:
-    """NLMCXR_reports.tgz in the installed torchxrayvision distribution, found without importing it."""
-    spec = importlib.util.find_spec("torchxrayvision")
-    if spec is not None and spec.submodule_search_locations:
-        path = Path(list(spec.submodule_search_locations)[0]) / "data" / ARCHIVE
-        if path.is_file():
-            return path
-    try:
-        for f in importlib.metadata.files("torchxrayvision") or []:
-            if f.name == ARCHIVE:
-                return Path(f.locate())
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    raise ReportsArchiveMissing(f"{ARCHIVE} not found: install it with `pip install --no-deps torchxrayvision` "
-                                "(scripts/setup.sh does)")
-
-
-def read_reports(path: Path | None = None) -> dict[str, str]:
-    """{"CXR<n>": "FINDINGS IMPRESSION"} for reports with both sections and no anonymisation marks."""
-    reports = {}
-    with tarfile.open(path or archive_path()) as tar:
-        for member in tar.getmembers():
-            if not (member.isfile() and member.name.endswith(".xml")):
-                continue
-            root = ET.fromstring(tar.extractfile(member).read())
-            parts = {a.get("Label"): " ".join((a.text or "").split()) for a in root.iter("AbstractText")}
-            findings, impression = parts.get("FINDINGS", ""), parts.get("IMPRESSION", "")
-            if findings and impression and "XXXX" not in findings + impression:
-                reports[f"CXR{Path(member.name).stem}"] = f"{findings} {impression}"
-    return dict(sorted(reports.items(), key=lambda kv: int(kv[0][3:])))
-
-
-def positive_findings(text: str) -> set[str]:
-    found = set()
-    for sentence in re.split(r"(?<=\.)\s+", text):
-        for name, pattern in FINDINGS.items():
-            if pattern.search(sentence) and not NEGATION.search(sentence):
-                found.add(name)
-    return found
-
-
-def render(text: str, noise_seed: int) -> np.ndarray:
-    """The schematic chest image of a report (deterministic in the text; noise seeded per study)."""
-    findings = positive_findings(text)
+def render(findings: set[str], rng: np.random.Generator) -> np.ndarray:
+    """The schematic chest image of a study: anatomy jittered per study, findings drawn, noise."""
     rr, cc = np.mgrid[:SIZE, :SIZE].astype(np.float64)
+    j = rng.normal(0, 1.5, size=8)
 
     def ellipse(r0, c0, a, b):
         return ((rr - r0) / a) ** 2 + ((cc - c0) / b) ** 2 <= 1
 
     img = np.full((SIZE, SIZE), 20.0)
-    img[ellipse(66, 64, 58, 56)] = 90
+    img[ellipse(66 + j[0], 64 + j[1], 58 + j[2], 56 + j[3])] = 90
     for side in (-1, 1):
-        img[ellipse(60, 64 + side * 24, 40, 18)] = 40
-    heart_width = 26 if "cardiomegaly" in findings else 17
-    img[ellipse(84, 70, 20, heart_width)] = 150
+        img[ellipse(60 + j[4], 64 + side * (24 + j[5]), 40 + j[6], 18)] = 40
+    heart_width = (25 if "cardiomegaly" in findings else 18) + j[7]
+    img[ellipse(84 + j[0], 70 + j[1], 20, heart_width)] = 150
     if "spine" in findings:
         img[20:118, 62:66] = 190
     if "effusion" in findings:
-        img[ellipse(98, 40, 9, 16) & (img == 40)] = 130
+        img[ellipse(98 + j[4], 40, rng.uniform(7, 11), rng.uniform(13, 18)) & (img == 40)] = 130
     if "opacity" in findings:
-        img[ellipse(55, 88, 12, 9)] = 120
+        img[ellipse(55 + j[2], 88, rng.uniform(9, 14), rng.uniform(7, 11))] = 120
     if "nodule" in findings:
-        img[ellipse(45, 38, 3, 3)] = 210
+        img[ellipse(45 + j[3], 38 + j[5], 3, 3)] = 210
     if "pneumothorax" in findings:
-        img[ellipse(32, 88, 10, 8) & (img == 40)] = 5
-    # The report's wording as a faint texture: same words, same texture.
-    words = np.random.default_rng(int(hashlib.sha256(text.encode()).hexdigest()[:12], 16))
-    for _ in range(3):
-        fr, fc, phase = words.uniform(0.05, 0.3), words.uniform(0.05, 0.3), words.uniform(0, 2 * np.pi)
-        img += 12 * np.sin(fr * rr + fc * cc + phase)
-    img += np.random.default_rng(noise_seed).normal(0, 2.0, img.shape)
-    return np.clip(img, 0, 220).astype(np.uint8)
+        img[ellipse(32 + j[6], 88, rng.uniform(8, 12), rng.uniform(6, 9)) & (img == 40)] = 5
+    img = img * rng.uniform(0.9, 1.1) + rng.normal(0, rng.uniform(3, 8), img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def select(reports: dict[str, str], n_test: int, n_distractors: int, seed: int):
-    """Test studies (distinct texts that occur twice or more), a bank twin of each, distractors."""
-    by_text: dict[str, list[str]] = {}
-    for study, text in reports.items():
-        by_text.setdefault(text, []).append(study)
-    repeated = sorted(t for t, s in by_text.items() if len(s) >= 2)
-    rng = np.random.default_rng(seed)
-    texts = [repeated[i] for i in rng.choice(len(repeated), n_test, replace=False)]
-    test = [by_text[t][0] for t in texts]
-    bank = [by_text[t][1] for t in texts]
-    others = sorted(s for s in reports if reports[s] not in texts)
-    bank += [others[i] for i in rng.choice(len(others), n_distractors, replace=False)]
-    return test, sorted(bank, key=lambda s: int(s[3:]))
-
-
-def prepare(public: Path, private: Path, n_studies: int = 8, n_distractors: int = 40, seed: int = 0) -> None:
+def prepare(public: Path, private: Path, n_studies: int = 16, n_bank: int = 120, secret: int | None = None) -> None:
     import torch
 
-    reports = read_reports()
-    test, bank = select(reports, n_studies, n_distractors, seed)
+    secret, _ = secret_rng(private, secret)
     (public / "images").mkdir(parents=True, exist_ok=True)
     (public / "models").mkdir(exist_ok=True)
     (private / "reports").mkdir(parents=True, exist_ok=True)
-    for study in test:
-        Image.fromarray(render(reports[study], int(study[3:]))).save(public / "images" / f"{study}.png")
-        (private / "reports" / f"{study}.txt").write_text(reports[study] + "\n", encoding="utf-8")
-    (public / "studies.json").write_text(json.dumps(test, indent=1))
-    index = {"studies": bank, "reports": [reports[s] for s in bank],
-             "thumbs": np.stack([report_retriever.thumbnail(render(reports[s], int(s[3:]))) for s in bank])}
+    studies, test_texts = [], set()
+    for i in range(n_studies):
+        rng = stream(secret, 1, i)
+        findings, text = simulate(rng)
+        study = f"study_{i:03d}"
+        Image.fromarray(render(findings, rng)).save(public / "images" / f"{study}.png")
+        (private / "reports" / f"{study}.txt").write_text(text + "\n", encoding="utf-8")
+        studies.append(study)
+        test_texts.add(text)
+    (public / "studies.json").write_text(json.dumps(studies, indent=1))
+    bank_rng = stream(secret, 2)
+    reports, thumbs = [], []
+    while len(reports) < n_bank:
+        findings, text = simulate(bank_rng)
+        image = render(findings, bank_rng)
+        if text in test_texts:  # no test report in the shipped index
+            continue
+        reports.append(text)
+        thumbs.append(report_retriever.thumbnail(image))
+    index = {"studies": [f"bank_{k:03d}" for k in range(n_bank)], "reports": reports, "thumbs": np.stack(thumbs)}
     torch.save(index, public / "models" / "report_index.pt")
     shutil.copyfile(report_retriever.__file__, public / "models" / "report_retriever.py")
     (public / "models" / "model.json").write_text(json.dumps({
         "name": "image-retrieval report writer", "code": "report_retriever.py", "weights": "report_index.pt",
         "entry": "write_report(image_path, load_index(path)) -> (report, matched_study, similarity)",
-        "bank": f"{len(bank)} Open-i studies (synthetic images + their reports)"}, indent=1))
+        "bank": f"{n_bank} simulated studies (schematic images + their reports)"}, indent=1))

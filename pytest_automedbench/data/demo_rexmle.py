@@ -1,8 +1,10 @@
-"""Demo ReX-MLE challenge data: 2D nucleus-like blob segmentation, built offline and seeded.
+"""Demo ReX-MLE challenge data: 2D nucleus-like blob segmentation, built offline from a secret seed.
 
 Masks come from scikit-image's `binary_blobs`; images are the blurred masks under an uneven
 illumination field, Gaussian noise and bright debris that is NOT in the mask (so a global
-threshold is imperfect and training a small model pays off). Layout (as the real challenges):
+threshold is imperfect and training a small model pays off). The masks are the labels by
+construction; every draw comes from the secret seed kept in private/secret.json, so re-running the
+generator with any seed an agent can read gives other blobs. Layout (as the real challenges):
 
     public/train/images/train_NNN.nii.gz, public/train/labels/train_NNN.nii.gz   (training pairs)
     public/images/case_NNN.nii.gz, public/cases.csv                              (test inputs)
@@ -17,6 +19,8 @@ import nibabel as nib
 import numpy as np
 from scipy import ndimage
 from skimage.data import binary_blobs
+
+from .demo_common import secret_rng
 
 
 def make_pair(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -37,8 +41,9 @@ def _save(array: np.ndarray, path: Path) -> None:
     nib.save(nib.Nifti1Image(array, np.eye(4)), str(path))
 
 
-def prepare(public: Path, private: Path, n_train: int = 24, n_test: int = 6, size: int = 64, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
+def prepare(public: Path, private: Path, n_train: int = 24, n_test: int = 6, size: int = 64,
+            secret: int | None = None) -> None:
+    _, rng = secret_rng(private, secret)
     for sub in (public / "train" / "images", public / "train" / "labels", public / "images", private / "labels"):
         sub.mkdir(parents=True, exist_ok=True)
     for i in range(n_train):

@@ -4,10 +4,13 @@ Everything is built from data shipped inside the installed ``nilearn`` package, 
 needs no network: the MNI152 2009 T1 template at 2 mm and its grey-matter / white-matter
 probability maps and brain mask. The template is cropped to a fixed 88 x 104 x 88 box around
 the brain (every side divisible by 8, so small U-Nets need no padding) and each case is a
-deterministic augmentation of it:
+deformed copy of it, drawn from a secret seed kept in private/secret.json:
 
-* a small rigid transform (rotation up to 5 degrees about each axis, shift up to 3 voxels),
-  applied identically to the image (linear interpolation) and the label (nearest neighbour);
+* a small rigid transform (rotation up to 5 degrees about each axis, shift up to 3 voxels) and
+  a smooth random deformation (up to 3 voxels, 6 mm), applied identically to the image (linear
+  interpolation) and the label (nearest neighbour): the labels are warped with the image, so
+  they are known by construction, and no case is the package's template under a transform one
+  could undo without the secret;
 * a smooth multiplicative bias field (a random 4^3 control grid upsampled with cubic splines);
 * a random intensity scale and shift, then additive Gaussian noise.
 
@@ -23,9 +26,9 @@ Layout written by :func:`prepare`::
     public/models/brain_unet/model.json        model card
     private/labels/case_000.nii.gz ...         uint8, same shape and affine as the image
 
-Nothing derived from the labels goes into ``public/`` (the shipped model was trained on cases
-made with other seeds; see ``task_suites/demo/segmentation/train_brain_unet.py``).
-The same seed gives byte-identical files. The caller handles locking and caching; files are
+Nothing derived from the labels goes into ``public/`` (the shipped model was trained on rigid
+copies made with other seeds, without the smooth deformation the test cases have; see
+``task_suites/demo/segmentation/train_brain_unet.py``). The same secret gives byte-identical files. The caller handles locking and caching; files are
 written to a temporary name in their final directory and renamed into place.
 """
 from __future__ import annotations
@@ -40,10 +43,11 @@ from typing import Iterator
 
 import numpy as np
 
-#: Where the committed weights live, relative to the repository root.
-DEFAULT_WEIGHTS = (
-    Path(__file__).resolve().parents[2] / "task_suites" / "demo" / "segmentation" / "brain_unet.pt"
-)
+from ..suites import suites_root
+from .demo_common import displacement, secret_rng, warp
+
+#: The committed weights, beside the demo task file (in a checkout or an installed wheel).
+DEFAULT_WEIGHTS = suites_root() / "demo" / "segmentation" / "brain_unet.pt"
 
 LABELS = {"0": "background", "1": "grey_matter", "2": "white_matter"}
 
@@ -67,6 +71,7 @@ _MAX_ROT_DEG = 5.0
 _MAX_SHIFT_VOX = 3.0
 _BIAS_STRENGTH = 0.15  # multiplicative field within roughly 1 +/- this
 _NOISE_FRAC = 0.03  # noise sigma as a fraction of the (scaled) intensity range
+WARP_VOX = 3.0  # smooth deformation of the task's cases (the shipped model never saw one)
 
 
 @dataclass(frozen=True)
@@ -121,8 +126,9 @@ def _rotation(angles_rad: np.ndarray) -> np.ndarray:
     return rz @ ry @ rx
 
 
-def augment(template: Template, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One augmented case (image float32, label uint8) from ``rng``; pure given the rng state."""
+def augment(template: Template, rng: np.random.Generator, warp_vox: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """One augmented case (image float32, label uint8) from ``rng``; pure given the rng state.
+    ``warp_vox`` > 0 adds a smooth random deformation of about that many voxels."""
     from scipy import ndimage
 
     shape = np.array(template.image.shape)
@@ -131,12 +137,19 @@ def augment(template: Template, rng: np.random.Generator) -> tuple[np.ndarray, n
     shift = rng.uniform(-_MAX_SHIFT_VOX, _MAX_SHIFT_VOX, size=3)
     # output voxel o samples input voxel rot @ (o - centre) + centre + shift
     offset = centre + shift - rot @ centre
-    image = ndimage.affine_transform(
-        template.image, rot, offset=offset, order=1, mode="constant", cval=0.0
-    )
-    label = ndimage.affine_transform(
-        template.label, rot, offset=offset, order=0, mode="constant", cval=0
-    ).astype(np.uint8)
+    if warp_vox > 0:
+        grid = np.indices(template.image.shape, dtype=np.float64).reshape(3, -1)
+        coords = (rot @ grid + offset[:, None]).reshape((3, *template.image.shape))
+        coords += displacement(template.image.shape, rng, warp_vox)
+        image = warp(template.image, coords, order=1)
+        label = warp(template.label, coords, order=0).astype(np.uint8)
+    else:
+        image = ndimage.affine_transform(
+            template.image, rot, offset=offset, order=1, mode="constant", cval=0.0
+        )
+        label = ndimage.affine_transform(
+            template.label, rot, offset=offset, order=0, mode="constant", cval=0
+        ).astype(np.uint8)
 
     grid = rng.uniform(1.0 - _BIAS_STRENGTH, 1.0 + _BIAS_STRENGTH, size=(4, 4, 4))
     bias = ndimage.zoom(grid, shape / 4.0, order=3, mode="nearest", grid_mode=True)
@@ -148,11 +161,11 @@ def augment(template: Template, rng: np.random.Generator) -> tuple[np.ndarray, n
     return image.astype(np.float32), label
 
 
-def iter_cases(n_cases: int, seed: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+def iter_cases(n_cases: int, seed: int, warp_vox: float = 0.0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield ``(index, image, label)`` for cases ``0..n_cases-1``; case i uses rng([seed, i])."""
     template = load_template()
     for i in range(n_cases):
-        image, label = augment(template, np.random.default_rng([seed, i]))
+        image, label = augment(template, np.random.default_rng([seed, i]), warp_vox)
         yield i, image, label
 
 
@@ -188,8 +201,8 @@ def model_card() -> dict:
             "postprocess": "argmax over the channel dimension gives the label map",
         },
         "labels": LABELS,
-        "training": "Trained on augmented copies of the MNI152 2009 template (nilearn); "
-        "see task_suites/demo/segmentation/train_brain_unet.py.",
+        "training": "Trained on rigidly moved, bias-field and noise augmented copies of the MNI152 2009 "
+        "template (nilearn); see train_brain_unet.py in the project's task_suites/demo/segmentation.",
     }
 
 
@@ -239,7 +252,7 @@ def prepare(
     private: Path,
     *,
     n_cases: int = 6,
-    seed: int = 0,
+    secret: int | None = None,
     weights: Path | None = None,
 ) -> None:
     """Build the demo segmentation task's data into ``public`` and ``private``.
@@ -259,8 +272,9 @@ def prepare(
     for d in (images, model_dir, labels):
         d.mkdir(parents=True, exist_ok=True)
 
+    secret, _ = secret_rng(private, secret)
     affine = load_template().affine
-    for i, image, label in iter_cases(n_cases, seed):
+    for i, image, label in iter_cases(n_cases, secret, WARP_VOX):
         _save_nifti(image, affine, images / f"{case_name(i)}.nii.gz", np.float32)
         _save_nifti(label, affine, labels / f"{case_name(i)}.nii.gz", np.uint8)
 

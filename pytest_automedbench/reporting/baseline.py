@@ -17,8 +17,9 @@ from typing import Any
 
 from .. import __version__
 from ..files import atomic_write
-from .leaderboard import METRICS, STAGES, fmt, text_table
+from .leaderboard import METRICS, STAGES
 from .stats import drop_test
+from .tables import fmt, text_table
 
 BASELINE_SCHEMA_VERSION = 1
 GATE_METRICS = ("overall", "agentic", "task", "completion", *STAGES)

@@ -16,9 +16,14 @@ from .. import __version__
 from ..files import atomic_write
 from ..runfiles import try_read_result
 from . import baseline as baselines
-from .leaderboard import aggregate, render, render_markdown
+from . import rexmle
+from .leaderboard import aggregate, error_analysis
+from .markdown import render_markdown
+from .properties import add_session_properties
+from .tables import fmt_seconds, fmt_tokens
+from .text import render
 
-RESULTS_SCHEMA_VERSION = 2
+RESULTS_SCHEMA_VERSION = 3
 
 
 def results_document(runs: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
@@ -29,27 +34,28 @@ def results_document(runs: list[dict[str, Any]], settings: dict[str, Any]) -> di
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "settings": settings,
         "aggregate": aggregate(runs),
+        "error_analysis": error_analysis(runs),
+        "rexmle": rexmle.summary(runs),
         "runs": runs,
     }
 
 
-def _import_plotting() -> None:
+def _import_ranking() -> None:
     try:
-        import matplotlib.backends.backend_agg  # noqa: F401
-        import matplotlib.pyplot  # noqa: F401
-    except Exception:  # noqa: BLE001 - write_reports imports them again and reports the real error
+        import pytest_automedbench.rexmle.ranking  # noqa: F401 - pandas, for the ReX-MLE Rank
+    except Exception:  # noqa: BLE001 - rexmle.summary imports it again and reports the real error
         pass
 
 
 def write_reports(doc: dict[str, Any], report_dir: Path, runs_dir: Path) -> dict[str, Path]:
-    """amb-results.json, leaderboard.md and index.html (with its plots) under report_dir."""
-    from .html import write_html  # matplotlib is only needed here
+    """amb-results.json, leaderboard.md and index.html under report_dir."""
+    from .html import write_html
 
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     paths = {"results": report_dir / "amb-results.json", "leaderboard": report_dir / "leaderboard.md"}
     atomic_write(paths["results"], json.dumps(doc, indent=2))
-    atomic_write(paths["leaderboard"], render_markdown(doc["aggregate"]))
+    atomic_write(paths["leaderboard"], render_markdown(doc))
     paths["html"] = write_html(report_dir, doc, runs_dir)
     return paths
 
@@ -70,15 +76,17 @@ class ResultsCollector:
             except ValueError as e:
                 raise pytest.UsageError(f"--amb-compare-fail: {e}") from None
         self.runs: dict[str, dict[str, Any]] = {}  # run_id -> result
+        self.doc: dict[str, Any] | None = None  # amb-results.json, once written
         self.reused: set[str] = set()
         self.paths: dict[str, Path] = {}
         self.messages: list[str] = []
         self.comparison: str | None = None
         self.gate_failed = False
-        # matplotlib takes ~0.4 CPU-s to import. A pytest-xdist controller only relays reports, so it
-        # loads it in the background from the first report on (joined before writing), not after the
-        # last test. A serial session's own thread is busy running tasks: it imports at the end.
-        self.plotting_import: threading.Thread | None = None
+        # The ReX-MLE Rank needs the ranking module, and with it pandas (~0.5 CPU-s to import). A
+        # pytest-xdist controller only relays reports, so it loads it in the background from the first
+        # ReX-MLE run's report on (joined before writing), not after the last test. A serial session
+        # graded that run in its own process: pandas is there already.
+        self.ranking_import: threading.Thread | None = None
 
     # -- collecting --------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)  # after the terminal reporter's PASSED/FAILED
@@ -87,9 +95,10 @@ class ResultsCollector:
         run_id = props.get("amb_run_id")
         if not run_id or run_id in self.runs or (report.when == "setup" and report.passed):
             return  # a scored run is taken from its call report
-        if self.plotting_import is None and self.config.pluginmanager.hasplugin("dsession"):
-            self.plotting_import = threading.Thread(target=_import_plotting, name="amb-import-plotting", daemon=True)
-            self.plotting_import.start()
+        if (self.ranking_import is None and props.get("amb_rexmle_challenge") is not None
+                and self.config.pluginmanager.hasplugin("dsession")):
+            self.ranking_import = threading.Thread(target=_import_ranking, name="amb-import-ranking", daemon=True)
+            self.ranking_import.start()
         result = try_read_result(props.get("amb_result"))  # None: damaged or gone (runfiles)
         self.runs[run_id] = result if result is not None else _from_properties(props)
         self.runs[run_id]["outcome_nodeid"] = report.nodeid
@@ -103,19 +112,22 @@ class ResultsCollector:
 
 
     # -- at the end ----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the ReX-MLE Rank goes in as suite properties
     def pytest_sessionfinish(self, session):
-        if self.plotting_import is not None:
-            self.plotting_import.join()
+        if self.ranking_import is not None:
+            self.ranking_import.join()
         runs = list(self.runs.values())
         report_dir = Path(self.settings.report_dir)
         if runs:
             s = self.settings
             doc = results_document(runs, {**s.header_fields(), "reused_runs": sorted(self.reused)})
+            self.doc = doc
             try:
                 self.paths = write_reports(doc, report_dir, Path(s.runs_dir))
             except OSError as e:  # a full disk, a read-only folder: one line, not a traceback (robust, #19)
                 self.messages.append(f"ERROR: {report_dir}: the reports could not be written: {e.strerror or e}")
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            add_session_properties(self.config, doc)
             if self.save_name and self.paths:
                 try:
                     path = baselines.save(self.save_name, report_dir, doc["runs"], doc["aggregate"])
@@ -157,7 +169,8 @@ class ResultsCollector:
         tr = terminalreporter
         if self.runs:
             tr.section("automedbench leaderboard")
-            tr.write_line(render(aggregate(list(self.runs.values()))))
+            doc = self.doc or {"aggregate": aggregate(list(self.runs.values()))}
+            tr.write_line(render(doc, width=_width(tr)))
             if self.reused:
                 tr.write_line(f"reused {len(self.reused)} finished run(s) (--amb-resume)")
             if self.paths:
@@ -171,6 +184,14 @@ class ResultsCollector:
                 tr.write_line(m, red=m.startswith(("ERROR", "REGRESSION")), bold=True)
 
 
+def _width(tr) -> int:
+    """The terminal's width as pytest sees it (COLUMNS, else the terminal, else 80)."""
+    try:
+        return int(tr._tw.fullwidth)
+    except (AttributeError, TypeError, ValueError):
+        return 80
+
+
 def progress_line(r: dict[str, Any], reused: bool = False) -> str:
     """One compact line per finished run (shown with -v)."""
     st = r.get("stages") or {}
@@ -178,16 +199,25 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
     def pct(v):
         return "-" if v is None else f"{100 * v:.0f}"
 
-    return (f"amb {r.get('run_id')}: overall {r.get('overall')} agentic {pct(r.get('agentic'))} "
-            f"task {pct(r.get('task_score'))} S1-S5 {'/'.join(pct(st.get(s)) for s in ('S1', 'S2', 'S3', 'S4', 'S5'))} "
-            f"compl {pct(r.get('completion_rate'))} medal {r.get('medal') or '-'} "
-            f"{r.get('failure_mode') or 'ok'} {r.get('turns')} turns {r.get('wall_time_s')}s"
+    if r.get("errored"):
+        return f"amb {r.get('run_id')}: ERRORED (infrastructure, not scored): {r.get('error') or r.get('failure_mode')}"
+    rex = r.get("rexmle")
+    medal = (f"ReX-MLE {rexmle.medal(rex)} percentile {pct(rex.get('percentile'))}" if rex
+             else f"medal {r.get('medal') or '-'}")
+    tokens = sum((r.get("tokens") or {}).values())
+    overall = r.get("overall")
+    return (f"amb {r.get('run_id')}: overall {'-' if overall is None else f'{overall:.1f}'} "
+            f"agentic {pct(r.get('agentic'))} task {pct(r.get('task_score'))} "
+            f"S1-S5 {'/'.join(pct(st.get(s)) for s in ('S1', 'S2', 'S3', 'S4', 'S5'))} "
+            f"compl {pct(r.get('completion_rate'))} {medal} {r.get('failure_mode') or 'ok'} {r.get('turns')} turns "
+            f"{fmt_seconds(r.get('wall_time_s'))} {fmt_tokens(tokens)} tokens"
+            + ("" if r.get("comparable") is not False else " (not comparable)")
             + (" (reused)" if reused else ""))
 
 
 def _from_properties(props: dict[str, Any]) -> dict[str, Any]:
     """A run seen only through its properties (its result.json was not readable here)."""
-    return {
+    r = {
         "run_id": props["amb_run_id"], "task_id": props.get("amb_task_id"), "track": props.get("amb_track"),
         "tier": props.get("amb_tier"), "model": props.get("amb_model"), "repeat": props.get("amb_repeat"),
         "overall": props.get("amb_overall"), "agentic": props.get("amb_agentic"), "task_score": props.get("amb_task"),
@@ -195,4 +225,14 @@ def _from_properties(props: dict[str, Any]) -> dict[str, Any]:
         "completion_rate": props.get("amb_completion"), "turns": props.get("amb_turns"),
         "wall_time_s": props.get("amb_wall_time_s"), "medal": props.get("amb_medal"),
         "failure_mode": None if props.get("amb_failure_mode") == "none" else props.get("amb_failure_mode"),
+        "comparable": props.get("amb_comparable", True) is not False, "errored": bool(props.get("amb_errored")),
     }
+    if props.get("amb_rexmle_challenge") is not None:
+        failed, medal = bool(props.get("amb_rexmle_failed")), props.get("amb_rexmle_medal")
+        r["medal"] = None
+        r["rexmle"] = {"challenge": props["amb_rexmle_challenge"], "failed": failed,
+                       "percentile": None if failed else props.get("amb_percentile"),
+                       "mean_position": props.get("amb_rexmle_mean_position"), "n_humans": props.get("amb_rexmle_n_humans"),
+                       "medal": medal if medal in ("gold", "silver", "bronze") else None,
+                       "above_median": medal in ("gold", "silver", "bronze", "above median")}
+    return r

@@ -1,20 +1,27 @@
-"""index.html: leaderboard tables, plots and a run viewer, as one static folder.
+"""index.html: the whole report in one static file (no server, nothing fetched, no other file).
 
-Nothing is fetched: the plots are PNG files next to index.html, the run data is JSON embedded in
-the page, and the viewer is a few lines of inline JavaScript (no CDN, no server).
+The page holds the papers' tables, the leaderboards (sortable: click a header; filterable: the bar
+above them), charts (inline SVG, charts.py), the error-code analysis, the medal-band legend and a
+viewer for every run (its scores, error codes with their evidence, the judge's stage evidence,
+ReX-MLE ranking, plan and conversation). Run data is JSON embedded in the page; its style and
+script are report.css and report.js beside this module, inlined (the script renders the viewer,
+sorts and filters).
 """
 from __future__ import annotations
 
 import base64
 import html
 import json
-from collections import Counter
+import re
 from pathlib import Path
 from typing import Any
 
+from .. import errors
 from ..files import atomic_write
 from ..runfiles import viewer_files
-from .leaderboard import COLUMNS, LEVELS, MEDALS, STAGES, _table_rows
+from . import charts, rexmle
+from .markdown import report_tables
+from .tables import STAGES, Table, fmt_pct, fmt_seconds, fmt_tokens
 
 MAX_TEXT = 20000  # characters kept of any one message or stream in the viewer
 
@@ -43,11 +50,18 @@ def conversation_steps(conversation: list[dict], trace: list[dict]) -> list[dict
             calls.append({"name": call.get("name"), "language": args.get("language"), "code": _cut(args.get("code")),
                           "stage": (event or {}).get("stage"), "exit_code": (event or {}).get("exit_code"),
                           "stdout": _cut((event or {}).get("stdout")), "stderr": _cut((event or {}).get("stderr")),
-                          "blocked": (event or {}).get("blocked"), "timed_out": (event or {}).get("timed_out")})
+                          "blocked": (event or {}).get("blocked"), "timed_out": (event or {}).get("timed_out"),
+                          "duration_s": (event or {}).get("duration_s")})
         if calls:
             step["tool_calls"] = calls
         steps.append(step)
     return steps
+
+
+VIEW_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
+             "completion_rate", "format_valid", "stages", "medal", "failure_mode", "turns", "wall_time_s", "tokens",
+             "cost_usd", "violations", "error_codes", "task_metrics", "stage_evidence", "started_at", "ended_by",
+             "submitted", "api_calls", "judge", "comparable", "not_comparable", "errored", "error", "rexmle")
 
 
 def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
@@ -61,170 +75,293 @@ def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
         plan_png = "data:image/png;base64," + base64.b64encode((workspace / "plan.png").read_bytes()).decode()
     except OSError:
         plan_png = None
-    keep = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
-            "completion_rate", "stages", "medal", "failure_mode", "turns", "wall_time_s", "tokens", "cost_usd",
-            "violations", "error_codes", "task_metrics", "stage_evidence", "started_at")
-    return {"result": {k: result.get(k) for k in keep}, "plan_md": plan_md, "plan_png": plan_png,
+    view = {k: result.get(k) for k in VIEW_KEYS}
+    view["shown_medal"] = rexmle.run_medal(result)
+    view["model_id"] = (result.get("provenance") or {}).get("model_id")
+    for code in view.get("error_codes") or []:
+        if isinstance(code, dict):
+            code["tag"] = errors.family_of(code.get("family")).tag
+    return {"result": view, "plan_md": plan_md, "plan_png": plan_png,
             "steps": conversation_steps(*viewer_files(run_dir))}
 
 
-# -- plots -------------------------------------------------------------------------------------
-def _plots(agg: dict, runs: list[dict], folder: Path) -> list[tuple[str, str]]:
-    import matplotlib
+# -- tables ------------------------------------------------------------------------------------
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    folder.mkdir(parents=True, exist_ok=True)
-    made = []
-    models = agg.get("models", [])
-    labels = [f"{m['model']} ({m['tier']})" for m in models]
+def _cell_html(text: str) -> str:
+    """A value with its interval in smaller type: `95.4 [94.1, 96.0]`."""
+    if " [" in text and text.endswith("]"):
+        value, _, ci = text.partition(" [")
+        return f"{_e(value)}<br><small class='ci'>[{_e(ci)}</small>"
+    return _e(text)
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    width = 0.8 / max(1, len(models))
-    for i, (label, m) in enumerate(zip(labels, models)):
-        values = [100 * (m["metrics"].get(s) or {"mean": 0})["mean"] for s in STAGES]
-        ax.bar([j + i * width for j in range(len(STAGES))], values, width, label=label)
-    ax.set_xticks([j + width * (len(models) - 1) / 2 for j in range(len(STAGES))], STAGES)
-    ax.set_ylim(0, 100), ax.set_ylabel("stage score (%)"), ax.set_title("Stage scores per model")
-    ax.legend(fontsize=7)
-    made.append(("Stage scores per model", _save(fig, folder / "stages.png")))
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for model in sorted({str(r.get("model")) for r in runs}):
-        mine = [r for r in runs if str(r.get("model")) == model]
-        ax.scatter([r.get("cost_usd") or 0.0 for r in mine], [r.get("overall") or 0.0 for r in mine], label=model)
-    ax.set_xlabel("cost per run (USD; unknown shown as 0)"), ax.set_ylabel("overall (0-100)")
-    ax.set_title("Score against cost (one point per run)"), ax.legend(fontsize=7)
-    made.append(("Score against cost", _save(fig, folder / "score_vs_cost.png")))
+def table_html(t: Table, filterable: bool = True) -> str:
+    groups = [c.group for c in t.columns]
+    has_groups = any(groups)
+    head1, head2 = [], []
+    i = 0
+    while i < len(t.columns):
+        c = t.columns[i]
+        th = (f"<th data-col='{i}' class='{'num' if c.numeric else 'txt'}' title='{_e(c.help)}' tabindex='0' "
+              f"aria-sort='none'>{_e(c.header)}</th>")
+        if not c.group:
+            head1.append(th.replace("<th ", "<th rowspan='2' ", 1) if has_groups else th)
+            i += 1
+            continue
+        span = 1
+        while i + span < len(t.columns) and t.columns[i + span].group == c.group:
+            span += 1
+        head1.append(f"<th colspan='{span}' class='group'>{_e(c.group)}</th>")
+        for j in range(i, i + span):
+            cj = t.columns[j]
+            head2.append(f"<th data-col='{j}' class='{'num' if cj.numeric else 'txt'}' title='{_e(cj.help)}' "
+                         f"tabindex='0' aria-sort='none'>{_e(cj.header)}</th>")
+        i += span
+    thead = f"<tr>{''.join(head1)}</tr>" + (f"<tr>{''.join(head2)}</tr>" if head2 else "")
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    families = sorted({f for m in models for f in m["error_families"]})
-    if families:
-        width = 0.8 / max(1, len(models))
-        for i, (label, m) in enumerate(zip(labels, models)):
-            ax.bar([j + i * width for j in range(len(families))],
-                   [100 * m["error_families"].get(f, 0) for f in families], width, label=label)
-        ax.set_xticks(range(len(families)), families, rotation=20, fontsize=8)
-        ax.legend(fontsize=7)
+    def tr(row, k):
+        attrs = "".join(f" data-{_e(a)}='{_e(v)}'" for a, v in (t.filters[k] if k < len(t.filters) else {}).items())
+        tds = []
+        for c, cell in zip(t.columns, row):
+            sort = "" if cell.sort is None else f" data-sort='{_e(cell.sort)}'"
+            cls = " ".join(x for x in ("num" if c.numeric else "txt", "wrap" if c.wrap else "", cell.cls) if x)
+            title = f" title='{_e(cell.title)}'" if cell.title else ""
+            tds.append(f"<td class='{cls}'{sort}{title}>{_cell_html(cell.text)}</td>")
+        return f"<tr{attrs}>{''.join(tds)}</tr>"
+
+    n_body = len(t.rows) - t.footer
+    body = "".join(tr(row, k) for k, row in enumerate(t.rows[:n_body]))
+    foot = "".join(tr(row, n_body + k) for k, row in enumerate(t.rows[n_body:]))
+    notes = "".join(f"<p class='note'>{_e(n)}</p>" for n in t.notes)
+    cls = "board sortable" + (" filterable" if filterable and t.filters else "")
+    return (f"<div class='tablewrap'><table id='{_e(t.id)}' class='{cls}'><thead>{thead}</thead><tbody>{body}</tbody>"
+            + (f"<tfoot>{foot}</tfoot>" if foot else "") + f"</table></div>{notes}")
+
+
+# -- charts ------------------------------------------------------------------------------------
+def _figure(title: str, body: str, caption: str = "", wide: bool = False) -> str:
+    return (f"<figure class='card{' wide' if wide else ''}'><figcaption><b>{_e(title)}</b>"
+            + (f"<span>{_e(caption)}</span>" if caption else "") + f"</figcaption>{body}</figure>")
+
+
+def _model_label(row: dict) -> str:
+    return f"{row['model']} ({row['tier']})" if row.get("tier") else str(row["model"])
+
+
+def charts_html(doc: dict[str, Any]) -> str:
+    agg, runs = doc["aggregate"], [r for r in doc["runs"] if not r.get("errored")]
+    models = [m for m in agg.get("models", []) if m.get("benchmark", "automedbench") == "automedbench" and m["runs"]]
+    figs = []
+    if models:
+        series = [(_model_label(m), [100 * m["metrics"][s]["mean"] if s in m["metrics"] else None for s in STAGES])
+                  for m in models]
+        figs.append(_figure("Stage scores per model", charts.grouped_bars(STAGES, series),
+                            "mean across tasks, % (AutoMedBench runs)"))
+    names = sorted({str(r.get("model")) for r in runs})
+    if runs:
+        def points(x_of):
+            return [(x_of(r), float(r.get("overall") or 0.0), names.index(str(r.get("model"))),
+                     f"{r.get('run_id')}: overall {r.get('overall')}, {x_of(r) if x_of(r) is not None else 'unknown'}")
+                    for r in runs]
+        figs.append(_figure("Overall against cost", charts.scatter(points(lambda r: r.get("cost_usd")), names,
+                                                                   "cost per run (USD)", x_format="{:g}"),
+                            "one point per run; runs without a known price sit in the 'unknown' lane"))
+        figs.append(_figure("Overall against wall time", charts.scatter(
+            points(lambda r: r.get("wall_time_s")), names, "wall time per run (s)"), "one point per run"))
+    rex = doc.get("rexmle")
+    if rex:
+        blocks = []
+        for m in rex["models"]:
+            rows = []
+            for ch in rex["challenges"]:
+                cell = m["challenges"].get(ch["challenge"])
+                if cell is None or not cell["runs"]:
+                    continue
+                medal = rexmle.cell_medal(cell)
+                pct = cell["percentile"]
+                rows.append((ch["name"], pct if pct is not None else 0.0,
+                             "medal-FAIL" if pct is None else f"medal-{medal.split('x')[0].replace(' ', '-')}",
+                             "FAIL (counts 0)" if pct is None else f"{fmt_pct(pct, 0)} {medal}"))
+            rank = fmt_pct(m["rank"], 1) if m["rank"] is not None else "-"
+            blocks.append(f"<div class='subchart'><h4>{_e(m['model'])} <small>ReX-MLE Rank {rank}</small></h4>"
+                          f"{charts.hbars(rows)}</div>")
+        figs.append(_figure("ReX-MLE percentile per challenge", "".join(blocks),
+                            "percentile among the human entries; colour = ReX-MLE medal"))
+    per_model = {m: a for m, a in ((doc.get("error_analysis") or {}).get("models") or {}).items() if a["runs"]}
+    if per_model:
+        labels = list(per_model)
+        series = [[(a["families"].get(f) or {}).get("share", 0.0) for f in errors.FAMILIES] for a in per_model.values()]
+        rows = [(errors.family_of(f).display, [s[k] for s in series]) for k, f in enumerate(errors.FAMILIES)]
+        runs_with = "; ".join(f"{m}: {a['fired']} code(s) in {a['runs_with_codes']} of {a['runs']} runs"
+                              for m, a in per_model.items())
+        fired = any(a["fired"] for a in per_model.values())
+        figs.append(_figure("Error-family shares", charts.grouped_hbars(rows, labels) if fired
+                            else "<p class='muted'>no error code fired in any run</p>",
+                            f"share of each model's fired codes per family ({runs_with})", wide=fired))
+    return "<div class='figs'>" + "".join(figs) + "</div>"
+
+
+# -- summary cards and legend ------------------------------------------------------------------
+def cards_html(doc: dict[str, Any]) -> str:
+    """One card per model: AutoMedBench's Overall with its parts, and the ReX-MLE Rank."""
+    cards = []
+    for m in doc["aggregate"].get("models", []):
+        if m.get("benchmark", "automedbench") != "automedbench" or not m["runs"]:
+            continue
+        x = m["metrics"]
+        wall, tokens, cost = x.get("wall_time_s"), x.get("tokens"), x.get("cost_usd")
+        tokens_text = fmt_tokens(tokens["mean"]) if tokens else "-"
+        lines = [
+            f"Agentic <b>{100 * x['agentic']['mean']:.1f}</b> · Task <b>{100 * x['task']['mean']:.1f}</b> · "
+            f"failure <b>{100 * x['failure']['mean']:.0f}%</b>",
+            f"{m['runs']} runs · {fmt_seconds(wall['mean']) if wall else '-'} · "
+            f"{tokens_text} tokens · "
+            + (f"${cost['mean']:.2f}" if cost else "cost unknown") + " per run",
+        ]
+        if m.get("errored"):
+            lines.append(f"<span class='bad'>{m['errored']} errored run(s), not scored</span>")
+        cards.append(f"<div class='card stat'><div class='who'>{_e(m['model'])} <span class='tier'>{_e(m['tier'])}"
+                     f"</span></div><div class='big'>{x['overall']['mean']:.1f}"
+                     f"{'*' if m.get('not_comparable') else ''}</div><div class='muted'>Overall, mean of {m['tasks']} "
+                     f"task(s)</div>" + "".join(f"<div class='kv'>{line}</div>" for line in lines) + "</div>")
+    for m in (doc.get("rexmle") or {}).get("models", []):
+        rank = fmt_pct(m["rank"], 1) if m["rank"] is not None else "-"
+        medals = ", ".join(f"{n} {k}" for k, n in m["medals"].items() if n) or "none"
+        cards.append(f"<div class='card stat rex'><div class='who'>{_e(m['model'])} <span class='tier'>ReX-MLE</span></div>"
+                     f"<div class='big'>{rank}</div><div class='muted'>ReX-MLE Rank over {m['n_challenges']} "
+                     f"challenge(s)</div><div class='kv'>medals: {_e(medals)}</div></div>")
+    return "<div class='cards'>" + "".join(cards) + "</div>"
+
+
+def _band_cells(bands) -> list[str]:
+    """A / B / C / F cells of one track's default bands (scoring.Bands), as a reader checks a value."""
+    def at(t: float) -> str:
+        if not bands.relative:
+            return f"&ge; {t:g}"
+        return f"&ge; baseline {'+' if t >= 0 else '&minus;'} {abs(t):g}"
+
+    def level(k: int, t: float) -> str:  # k: 0 A, 1 B, 2 C; `also` values must reach the same level
+        extra = [(name, ts[k]) for name, *ts in bands.also if ts[k] is not None]
+        return at(t) + "".join(f" and {_e(name)} {at(v)}" for name, v in extra)
+
+    cells = [level(0, bands.A), level(1, bands.B)]
+    if bands.C is None:
+        cells += ["below B", "invalid"]
+    elif bands.C == bands.B:
+        cells += ["(none)", "below B; invalid"]
     else:
-        ax.text(0.5, 0.5, "no error codes recorded", ha="center", va="center", transform=ax.transAxes)
-    ax.set_ylabel("runs showing the family (%)"), ax.set_title("Error-family shares")
-    made.append(("Error-family shares", _save(fig, folder / "error_families.png")))
-    return made
+        cells += [level(2, bands.C), "below C; invalid"]
+    if bands.min_completion is not None:
+        cells[3] += f"; under {100 * bands.min_completion:.0f}% of the cases"
+    return cells
 
 
-def _save(fig, path: Path) -> str:
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    import matplotlib.pyplot as plt
+def legend_html() -> str:
+    from ..scoring import DEFAULT_MEDAL_BANDS
 
-    plt.close(fig)
-    return f"{path.parent.name}/{path.name}"
+    rows = "".join(f"<tr><td>{_e(track)}</td>" + "".join(f"<td>{c}</td>" for c in _band_cells(b)) + "</tr>"
+                   for track, b in DEFAULT_MEDAL_BANDS.items())
+    return (
+        "<div class='legendgrid'><div class='card wide'><h3>AutoMedBench bands</h3><p>"
+        "<span class='medal medal-A'>A</span> the track metric is at or above the task's A band · "
+        "<span class='medal medal-B'>B</span> at or above its B band · <span class='medal medal-C'>C</span> below it "
+        "(where the task sets a C band: at or above it) · <span class='medal medal-F'>F</span> below the C band, an "
+        "invalid submission format or a disqualified run. A task's own <code>medals:</code> block overrides the "
+        "track's default bands (the tracks' defaults, from the scoring code; invalid = an invalid submission format "
+        "or a disqualified run):</p>"
+        "<div class='tablewrap fit'><table class='board small bands'><thead><tr><th>track</th><th>A</th><th>B</th><th>C</th>"
+        "<th>F</th></tr></thead><tbody>" + rows + "</tbody></table></div><p class='muted'>baseline: a classical "
+        "method's value on the same cases.</p></div>"
+        "<div class='card'><h3>ReX-MLE medals</h3><p><span class='medal medal-gold'>gold</span> "
+        "<span class='medal medal-silver'>silver</span> <span class='medal medal-bronze'>bronze</span>: the agent's mean "
+        "position is at or better than that of human rank 1 / 2 / 3 · <span class='medal medal-above-median'>above median"
+        "</span>: at or better than the median human entry · <span class='medal medal-none'>none</span> · "
+        "<span class='medal medal-FAIL'>FAIL</span>: no valid submission (counts 0).</p><p>percentile = 1 - (mean "
+        "position - 1) / number of human entries; ReX-MLE Rank = mean percentile over the challenges, failures 0.</p></div>"
+        "<div class='card'><h3>Marks</h3><p><b>*</b> the value includes runs not comparable with the published numbers "
+        "(a metric component's weights were missing). Errored runs (an infrastructure fault) are counted apart and "
+        "enter no score. Brackets: 95% bootstrap interval, shown only where a task has repeats. Error codes: "
+        "E1-E5 are AutoMedBench's (hallucination, resource, logic, code runtime, format); VER, SUB and TSK the "
+        "paper's verification/recovery, submission and task-understanding families; SBX our sandbox family.</p>"
+        "</div></div>")
 
 
 # -- the page ----------------------------------------------------------------------------------
-def _table(rows: list[dict], keys: tuple[str, ...]) -> str:
-    header, body = _table_rows(rows, keys, ci_cols=("overall", "agentic", "task"))
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in line) + "</tr>" for line in body)
-    return f"<table class='board'><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>"
+def _filter_options(doc: dict[str, Any]) -> str:
+    runs = doc["runs"]
+
+    def select(name, values):
+        opts = "".join(f"<option value='{_e(v)}'>{_e(v)}</option>" for v in sorted(values))
+        return f"<label>{name} <select data-filter='{name}'><option value=''>all</option>{opts}</select></label>"
+
+    return (select("model", {str(r.get("model")) for r in runs}) + select("track", {str(r.get("track")) for r in runs})
+            + select("tier", {str(r.get("tier")) for r in runs})
+            + "<label>search <input type='search' data-filter='text' placeholder='task, model, …'></label>")
+
+
+def page(doc: dict[str, Any], runs_dir: Path) -> str:
+    runs = doc["runs"]
+    views = [run_view(r, runs_dir) for r in runs]
+    data = json.dumps(views).replace("</", "<\\/")
+    tables = report_tables(doc)
+    paper = [t for t in tables if t.id.startswith("paper-")]
+    boards = [t for t in tables if t.id.startswith("level-")]
+    errs = [t for t in tables if t.id.startswith("error-")]
+    analysis = (doc.get("error_analysis") or {}).get("all")
+    errored = sum(1 for r in runs if r.get("errored"))
+    sections = [
+        ("summary", "Summary", cards_html(doc)),
+        ("papers", "The papers' tables", "".join(f"<h3>{_e(t.title)}</h3>{table_html(t)}" for t in paper)
+         or "<p class='muted'>no runs</p>"),
+        ("leaderboards", "Leaderboards", f"<div class='filters'>{_filter_options(doc)}</div>"
+         + "".join(f"<h3>{_e(t.title)}</h3>{table_html(t)}" for t in boards)),
+        ("charts", "Charts", charts_html(doc)),
+        ("errors", "Error codes", "".join(f"<h3>{_e(x.title)}</h3>{table_html(x, filterable=False)}" for x in errs)
+         if analysis and analysis["runs"] else "<p class='muted'>no scored runs</p>"),
+        ("legend", "Bands, medals and marks", legend_html()),
+        ("runs", "Runs", RUNS_HTML),
+    ]
+    nav = "".join(f"<a href='#sec-{k}'>{_e(title)}</a>" for k, title, _ in sections)
+    body = "".join(f"<section id='sec-{k}'><h2>{_e(title)}</h2>{content}</section>" for k, title, content in sections)
+    meta = (f"{len(runs)} runs · {len({r.get('model') for r in runs})} model(s) · "
+            f"{len({r.get('task_id') for r in runs})} task(s)" + (f" · {errored} errored" if errored else "")
+            + f" · created {doc.get('created_at', '')} · plugin {doc.get('plugin_version', '')}")
+    parts = {"CSS": _asset("report.css"), "JS": _asset("report.js"), "META": _e(meta), "NAV": nav, "BODY": body,
+             "DATA": data}
+    # one pass over the template: a run's text that happens to hold "{{BODY}}" is left alone
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: parts[m.group(1)], TEMPLATE)
+
+
+def _asset(name: str) -> str:
+    """The page's stylesheet or script (package data beside this module), inlined into the page."""
+    return (Path(__file__).parent / name).read_text(encoding="utf-8")
 
 
 def write_html(report_dir: Path, doc: dict[str, Any], runs_dir: Path) -> Path:
-    report_dir = Path(report_dir)
-    agg, runs = doc["aggregate"], doc["runs"]
-    plots = _plots(agg, runs, report_dir / "plots")
-    views = [run_view(r, runs_dir) for r in runs]
-    data = json.dumps(views).replace("</", "<\\/")
-    families = Counter(e.get("family") for r in runs for e in (r.get("error_codes") or []) if isinstance(e, dict))
-    tables = "".join(f"<h2>{html.escape(title)}</h2>{_table(agg.get(level, []), keys)}" for level, keys, title in LEVELS)
-    figs = "".join(f"<figure><img src='{src}' alt='{html.escape(t)}'><figcaption>{html.escape(t)}</figcaption></figure>"
-                   for t, src in plots)
-    page = TEMPLATE.format(
-        created=html.escape(doc.get("created_at", "")), n_runs=len(runs), tables=tables, figs=figs,
-        columns=html.escape(", ".join(COLUMNS)), medals="/".join(MEDALS),
-        families=html.escape(", ".join(f"{k}: {v}" for k, v in families.items() if k) or "none"), data=data,
-    )
-    path = report_dir / "index.html"
-    atomic_write(path, page)
+    path = Path(report_dir) / "index.html"
+    atomic_write(path, page(doc, runs_dir))
     return path
 
 
+RUNS_HTML = """<div id="runs"><div id="runside">
+<div class="filters"><input type="search" id="runfilter" placeholder="filter runs…" aria-label="filter runs">
+<select id="runstatus" aria-label="which runs"><option value="">all runs</option><option value="failed">failed</option>
+<option value="codes">with error codes</option><option value="errored">errored</option>
+<option value="nc">not comparable</option><option value="rex">ReX-MLE</option></select></div>
+<div id="runlist" role="listbox"></div></div>
+<div id="viewer" class="card">(JavaScript renders the run viewer here)</div></div>"""
+
 TEMPLATE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>automedbench report</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>automedbench report</title>
 <style>
-body{{font-family:system-ui,sans-serif;margin:1.5em;color:#222}} table{{border-collapse:collapse;font-size:13px;margin-bottom:1em}}
-td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}} td:first-child,th:first-child{{text-align:left}}
-figure{{display:inline-block;margin:0 1em 1em 0}} img{{max-width:640px}} #runs{{display:flex;gap:1em}}
-#runlist{{min-width:18em;max-height:80vh;overflow:auto}} #runlist a{{display:block;cursor:pointer;padding:2px}}
-#runlist a.sel{{background:#def}} .msg{{border-left:4px solid #ccc;padding:4px 8px;margin:6px 0}}
-.assistant{{border-color:#48c}} .tool{{border-color:#999;background:#f7f7f7}} .user,.system{{border-color:#c84}}
-pre{{white-space:pre-wrap;background:#f4f4f4;padding:4px;margin:3px 0;max-height:30em;overflow:auto}}
-.stage{{display:inline-block;background:#246;color:#fff;border-radius:3px;padding:0 5px;font-size:11px}}
-.bad{{color:#b00}}
-</style></head><body>
-<h1>automedbench report</h1>
-<p>{n_runs} runs, created {created}. Scores in %, overall 0-100; brackets are 95% bootstrap intervals over
-runs (shown with repeats); failure = share of runs with no final submission; medals {medals}.
-Error families seen: {families}.</p>
-<section id="leaderboard">{tables}</section>
-<section id="plots"><h2>Plots</h2>{figs}</section>
-<section><h2>Runs</h2><div id="runs"><div id="runlist"></div><div id="viewer">(JavaScript renders the run viewer here)</div></div></section>
-<script type="application/json" id="amb-runs">{data}</script>
+{{CSS}}</style></head><body>
+<header><h1>automedbench report</h1><div class="meta">{{META}}</div><nav>{{NAV}}</nav></header>
+<main>{{BODY}}</main>
+<script type="application/json" id="amb-runs">{{DATA}}</script>
 <script>
-const RUNS = JSON.parse(document.getElementById('amb-runs').textContent);
-function el(tag, attrs, ...kids) {{
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {{}})) e.setAttribute(k, v);
-  for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
-  return e;
-}}
-function pct(v) {{ return v === null || v === undefined ? '-' : (100 * v).toFixed(1); }}
-function show(i) {{
-  const v = RUNS[i], r = v.result, box = document.getElementById('viewer');
-  document.querySelectorAll('#runlist a').forEach((a, j) => a.className = j === i ? 'sel' : '');
-  box.replaceChildren();
-  box.append(el('h3', {{}}, r.run_id));
-  const st = r.stages || {{}};
-  box.append(el('p', {{class: 'scores'}}, `overall ${{r.overall}} · agentic ${{pct(r.agentic)}} · task ${{pct(r.task_score)}} · ` +
-    ['S1','S2','S3','S4','S5'].map(s => `${{s}} ${{pct(st[s])}}`).join(' · ') +
-    ` · completion ${{pct(r.completion_rate)}} · medal ${{r.medal || '-'}} · failure ${{r.failure_mode || 'none'}} · ` +
-    `${{r.turns}} turns · ${{r.wall_time_s}} s · cost ${{r.cost_usd === null ? 'unknown' : r.cost_usd}}`));
-  const codes = r.error_codes || [];
-  box.append(el('h4', {{}}, `Error codes (${{codes.length}})`));
-  const ul = el('ul', {{}});
-  for (const c of codes) ul.append(el('li', {{}}, el('b', {{}}, `${{c.code}} (${{c.family}})`), ': ', typeof c.evidence === 'string' ? c.evidence : JSON.stringify(c.evidence)));
-  box.append(ul);
-  const viol = r.violations || [];
-  box.append(el('h4', {{}}, `Violations (${{viol.length}})`));
-  if (viol.length) box.append(el('pre', {{class: 'bad'}}, JSON.stringify(viol, null, 1)));
-  box.append(el('h4', {{}}, 'plan.md'), el('pre', {{}}, v.plan_md === null ? '(no plan.md)' : v.plan_md));
-  if (v.plan_png) box.append(el('h4', {{}}, 'plan.png'), el('img', {{src: v.plan_png, alt: 'plan.png'}}));
-  box.append(el('h4', {{}}, 'Conversation'));
-  for (const m of v.steps) {{
-    const d = el('div', {{class: 'msg ' + m.role}}, el('b', {{}}, m.role));
-    if (m.content) d.append(el('pre', {{}}, m.content));
-    for (const c of m.tool_calls || []) {{
-      d.append(el('div', {{}}, c.stage ? el('span', {{class: 'stage'}}, c.stage) : el('span', {{class: 'stage'}}, 'stage ?'),
-                  ' ', c.name, c.language ? ` (${{c.language}})` : '', c.exit_code !== null && c.exit_code !== undefined ? ` exit ${{c.exit_code}}` : '',
-                  c.blocked ? el('span', {{class: 'bad'}}, ` blocked: ${{c.blocked}}`) : '', c.timed_out ? el('span', {{class: 'bad'}}, ' timed out') : ''));
-      if (c.code) d.append(el('pre', {{class: 'code'}}, c.code));
-      if (c.stdout) d.append(el('pre', {{class: 'out'}}, c.stdout));
-      if (c.stderr) d.append(el('pre', {{class: 'out bad'}}, c.stderr));
-    }}
-    box.append(d);
-  }}
-  box.append(el('h4', {{}}, 'Task metrics and stage evidence'),
-             el('pre', {{}}, JSON.stringify({{task_metrics: r.task_metrics, stage_evidence: r.stage_evidence}}, null, 1)));
-}}
-const list = document.getElementById('runlist');
-RUNS.forEach((v, i) => {{
-  const a = el('a', {{}}, `${{v.result.run_id}} — ${{v.result.overall}}`);
-  a.onclick = () => {{ location.hash = v.result.run_id; show(i); }};
-  list.append(a);
-}});
-const wanted = RUNS.findIndex(v => '#' + v.result.run_id === decodeURIComponent(location.hash));
-if (RUNS.length) show(wanted >= 0 ? wanted : 0);
-</script></body></html>
+{{JS}}</script></body></html>
 """

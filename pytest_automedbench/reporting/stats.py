@@ -39,6 +39,10 @@ def boot_distribution(strata: Sequence[Sequence], seed: int = SEED) -> tuple[flo
 
 def summarize(strata: Sequence[Sequence], seed: int = SEED) -> dict | None:
     """{"mean", "ci_low", "ci_high", "n"}: a 95% percentile bootstrap interval over runs."""
+    cleaned = [c for c in (_clean(s) for s in strata) if len(c)]
+    if cleaned and all(len(c) == 1 for c in cleaned):  # nothing to resample: the interval is the value
+        mean = round(float(np.mean([c[0] for c in cleaned])), 6)
+        return {"mean": mean, "ci_low": mean, "ci_high": mean, "n": len(cleaned)}
     got = boot_distribution(strata, seed)
     if got is None:
         return None

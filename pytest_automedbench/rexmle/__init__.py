@@ -81,14 +81,15 @@ def result_section(task, track, outputs: Path, data, record) -> dict[str, Any] |
 
 
 def properties(result: dict[str, Any]) -> dict[str, Any]:
-    """amb_percentile and amb_rexmle_medal (flat builtins), only for ReX-MLE runs."""
+    """Flat builtin properties of a ReX-MLE run (none for other runs): amb_percentile (0.0 when failed),
+    amb_rexmle_medal (gold/silver/bronze/above median/none/FAIL), amb_rexmle_challenge and its paper
+    name, amb_rexmle_failed, amb_rexmle_mean_position, amb_rexmle_n_humans."""
     section = result.get("rexmle")
     if not section:
         return {}
-    pct = section.get("percentile")
-    return {"amb_percentile": float(pct) if pct is not None else 0.0,
-            "amb_rexmle_medal": section.get("medal") or "none",
-            "amb_rexmle_challenge": section.get("challenge") or ""}
+    from ..reporting.properties import rexmle_properties
+
+    return rexmle_properties(section)
 
 
 __all__ = ["Leaderboard", "LeaderboardError", "Ranking", "benchmark_rank", "leaderboard_for", "load_leaderboard",

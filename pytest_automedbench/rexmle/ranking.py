@@ -7,6 +7,7 @@ metric's direction). Then
     mean_position = mean of the per-metric positions
     percentile    = 1 - (mean_position - 1) / N_humans          (1.0 = best, 0.0 = behind everyone)
     medal         = gold / silver / bronze when mean_position <= the mean_position of human rank 1 / 2 / 3
+    above_median  = mean_position <= the mean_position of the human at index N // 2 (ReX-MLE's grade_csv)
 
 A metric the agent has no value for (or a NaN) takes the worst position, N + 1. A failed run has
 no ranking and counts 0 in `benchmark_rank`, the mean percentile over challenges.
@@ -56,6 +57,7 @@ class Ranking:
     medal: str | None
     missing_metrics: list[str] = field(default_factory=list)
     values: dict[str, float] = field(default_factory=dict)
+    above_median: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +129,11 @@ def medal_for(mean_position: float, board: Leaderboard) -> str | None:
     return None
 
 
+def above_median(mean_position: float, board: Leaderboard) -> bool:
+    """At or better than the median human's mean position (the entry at index N // 2, by rank)."""
+    return mean_position <= human_mean_positions(board)[board.n_humans // 2] + 1e-9
+
+
 def rank_agent(board: Leaderboard, values: Mapping[str, Any]) -> Ranking:
     """Place one set of metric values on the board."""
     positions: dict[str, int] = {}
@@ -147,7 +154,7 @@ def rank_agent(board: Leaderboard, values: Mapping[str, Any]) -> Ranking:
     mean_position = sum(positions.values()) / len(positions)
     percentile = max(0.0, 1.0 - (mean_position - 1.0) / board.n_humans)
     return Ranking(board.challenge, board.n_humans, positions, round(mean_position, 6), round(percentile, 6),
-                   medal_for(mean_position, board), missing, clean)
+                   medal_for(mean_position, board), missing, clean, above_median(mean_position, board))
 
 
 def benchmark_rank(results: Iterable[Mapping[str, Any] | None], challenges: Iterable[str] | None = None) -> float:

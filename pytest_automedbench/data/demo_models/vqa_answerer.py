@@ -4,8 +4,10 @@
     load_bank(path) -> dict   (vqa_bank.pt: thumbnails and their attributes, saved with torch)
 
 Attribute questions (modality, organ, plane) take the majority of the 3 nearest bank thumbnails
-that carry that attribute; lesion questions look for saturated pixels (the demo lesions are the
-brightest structures); count questions count coins with the classical coin detector.
+that carry that attribute; lesion questions compare the slice with its own mirror image (the
+brain is nearly symmetric): the slice is rotated and its mirror shifted to match best, and a
+bright spot in the smoothed difference above a fixed threshold is a lesion, on the side where it
+lies; count questions count coins with the classical coin detector.
 """
 import os
 import sys
@@ -14,8 +16,7 @@ import numpy as np
 from PIL import Image
 
 THUMB = 32
-LESION_LEVEL = 250  # demo anatomy is rendered at <= 220, lesions at 255
-LESION_MIN_PIXELS = 15
+ASYMMETRY_THRESHOLD = 38.0  # smoothed left-right difference (grey levels) that counts as a lesion
 
 
 def thumbnail(image):
@@ -39,8 +40,28 @@ def nearest_attribute(image, attribute, bank, k=3):
     return max(set(votes), key=votes.count)
 
 
-def lesion_pixels(image):
-    return np.argwhere(np.asarray(image) >= LESION_LEVEL)
+def asymmetry(image):
+    """(strongest smoothed left-right difference inside the tissue, its side "left" / "right")."""
+    from scipy import ndimage
+
+    a = ndimage.gaussian_filter(np.asarray(image, np.float64), 1.0)
+    best = (-np.inf, 0.0, 0)
+    for angle in np.arange(-14, 14.1, 2.0):
+        r = ndimage.rotate(a, angle, reshape=False, order=1)
+        mirror = r[:, ::-1]
+        for shift in range(-12, 13):
+            c = np.corrcoef(r.ravel(), np.roll(mirror, shift, axis=1).ravel())[0, 1]
+            if c > best[0]:
+                best = (c, angle, shift)
+    _, angle, shift = best
+    r = ndimage.rotate(a, angle, reshape=False, order=1)
+    diff = ndimage.gaussian_filter(r - np.roll(r[:, ::-1], shift, axis=1), 3.0)
+    diff[~ndimage.binary_erosion(r > 60, iterations=3)] = 0
+    row, col = np.unravel_index(np.argmax(diff), diff.shape)
+    return float(diff.max()), "left" if col < (r.shape[1] - 1 + shift) / 2 else "right"
+
+
+_ASYMMETRY = {}
 
 
 def count_coins(image):
@@ -55,11 +76,13 @@ def answer(image_path, question, bank):
     kind = question.get("topic")
     if kind in ("modality", "organ", "plane"):
         return nearest_attribute(image, kind, bank)
-    if kind == "lesion":
-        return "yes" if len(lesion_pixels(image)) >= LESION_MIN_PIXELS else "no"
-    if kind == "laterality":
-        cols = lesion_pixels(image)[:, 1]
-        return "left" if cols.size and cols.mean() < image.shape[1] / 2 else "right"
+    if kind in ("lesion", "laterality"):
+        if image_path not in _ASYMMETRY:
+            _ASYMMETRY[image_path] = asymmetry(image)
+        strength, side = _ASYMMETRY[image_path]
+        if kind == "lesion":
+            return "yes" if strength >= ASYMMETRY_THRESHOLD else "no"
+        return side if strength >= ASYMMETRY_THRESHOLD else "none"
     if kind == "count":
         return str(count_coins(image))
     return "unknown"

@@ -1,6 +1,7 @@
 """Pieces every challenge grader shares: HD95 and the demo's binary Dice/HD95 grader."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import nibabel as nib
@@ -18,7 +19,9 @@ def hd95(pred: np.ndarray, ref: np.ndarray) -> float:
         return 0.0 if not pred.any() and not ref.any() else diagonal
     p = torch.from_numpy(pred.astype(np.float32))[None, None]
     r = torch.from_numpy(ref.astype(np.float32))[None, None]
-    return float(compute_hausdorff_distance(p, r, percentile=95)[0, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # MONAI's note about an argument it passes itself
+        return float(compute_hausdorff_distance(p, r, percentile=95)[0, 0])
 
 
 def binary_segmentation(task, outputs: Path, private: Path, public: Path) -> dict[str, float]:

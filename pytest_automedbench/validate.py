@@ -1,0 +1,153 @@
+"""Every `--amb-*` value checked at session start, before any run (or pytest-xdist worker) starts.
+
+A value that cannot work is a usage error naming the option, with a did-you-mean where a close
+name exists: `--amb-model=cluade` stops the session at once instead of erroring every test.
+`check(settings, config)` raises SettingsError; plugin.py turns it into pytest's usage error.
+
+The judge is `heuristic` or an agent spec (checked as --amb-model is). Names that plugins may add
+(agents, sandboxes) are asked of the plugins: an agent spec that is not built in is offered to
+`pytest_amb_make_agent` with task=None (None back means no plugin knows it); a sandbox name that is not built in is accepted only when some plugin implements
+`pytest_amb_make_sandbox` (that hook may only adjust the config, so it cannot be asked).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .settings import RunSettings, SettingsError
+from .suites import did_you_mean
+
+#: The built-in --amb-model kinds and forms (the contract in docs/agents.md).
+AGENT_NAMES = ("reference", "null", "script", "claude", "gpt", "openai", "command")
+AGENT_FORMS = "reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD"
+_GPU_ID = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
+
+
+def check(settings: RunSettings, config) -> None:
+    check_agent(settings.model, config)
+    check_judge(settings.judge, config)
+    check_sandbox(settings.sandbox, config)
+    check_limits(settings)
+    check_gpus(config)
+    check_baseline(settings)
+
+
+def check_agent(spec: str, config, option: str = "--amb-model") -> None:
+    kind, sep, arg = spec.partition(":")
+    if kind in AGENT_NAMES:
+        if kind == "script":
+            _check_step_file(arg, option)
+        elif kind in ("openai", "command") and not arg.strip():
+            example = "openai:gpt-4o-mini" if kind == "openai" else "'command:python my_agent.py'"
+            raise SettingsError(f"{option}={spec}: {kind}: needs {'a model id' if kind == 'openai' else 'a command'}, "
+                                f"e.g. {option}={example}")
+        elif kind in ("reference", "null") and sep:
+            raise SettingsError(f"{option}={spec}: {kind} takes no argument")
+        return
+    if _plugin_knows_agent(spec, config):
+        return
+    names = AGENT_NAMES if option == "--amb-model" else ("heuristic", *AGENT_NAMES)
+    what = "agent" if option == "--amb-model" else "judge"
+    raise SettingsError(f"{option}={spec}: unknown {what}{did_you_mean(kind, names)}; built in: "
+                        f"{'' if what == 'agent' else 'heuristic or an agent: '}{AGENT_FORMS} "
+                        "(others come from plugins implementing pytest_amb_make_agent)")
+
+
+def _plugin_knows_agent(spec: str, config) -> bool:
+    try:
+        return config.hook.pytest_amb_make_agent(spec=spec, task=None, config=config) is not None
+    except Exception:  # the plugin took the spec but wants a task to build its agent: it knows it
+        return True
+
+
+def _check_step_file(path: str, option: str) -> None:
+    from .agents import StepFileError
+    from .agents.scripted import load_steps
+
+    if not path:
+        raise SettingsError(f"{option}=script: needs a step file, e.g. {option}=script:steps.yaml")
+    file = Path(path).expanduser()
+    if not file.is_file():
+        siblings = [p.name for p in file.parent.glob("*") if p.is_file()] if file.parent.is_dir() else []
+        raise SettingsError(f"{option}=script:{path}: no such step file{did_you_mean(file.name, siblings)}")
+    try:
+        load_steps(file)
+    except StepFileError as e:
+        raise SettingsError(f"{option}: {e}") from None
+
+
+def check_judge(spec: str | None, config) -> None:
+    """The stage judge: heuristic, or any agent spec (the LLM judge asks that model)."""
+    if not spec or spec == "heuristic":
+        return
+    check_agent(spec, config, option="--amb-judge")
+
+
+def check_sandbox(name: str, config) -> None:
+    from .sandbox import backend_names
+
+    known = backend_names()
+    if name in known or config.hook.pytest_amb_make_sandbox.get_hookimpls():
+        return
+    raise SettingsError(f"--amb-sandbox={name}: unknown sandbox{did_you_mean(name, known)}; built in: "
+                        f"{', '.join(known)} (others come from plugins implementing pytest_amb_make_sandbox)")
+
+
+def check_limits(s: RunSettings) -> None:
+    for option, value in (("--amb-max-turns", s.max_turns), ("--amb-time-limit", s.time_limit_s),
+                          ("--amb-max-tokens", s.max_tokens), ("--amb-max-cost", s.max_cost_usd)):
+        if value is not None and value <= 0:
+            raise SettingsError(f"{option}: must be more than 0, got {value:g}")
+    if not 0 <= s.fail_under <= 100:
+        raise SettingsError(f"--amb-fail-under: overall is 0-100, got {s.fail_under:g}")
+    if s.retry_delay is not None and s.retry_delay < 0:
+        raise SettingsError(f"--amb-retry-delay: must be 0 or more, got {s.retry_delay:g}")
+    opts = s.sandbox_options
+    for option, value in (("--amb-disk-cap", opts.disk_mb), ("--amb-memory", opts.memory_mb),
+                          ("--amb-max-processes", opts.max_processes)):
+        if value is not None and value <= 0:
+            raise SettingsError(f"{option}: must be more than 0, got {value}")
+
+
+def check_gpus(config) -> None:
+    from .options import read_option
+
+    text = read_option(config, "amb_gpus", str)
+    if not text or text.strip().lower() in ("none", "cpu"):
+        return
+    ids = [g.strip() for g in text.split(",")]
+    bad = [g for g in ids if not _GPU_ID.match(g)]
+    if bad or len(set(ids)) != len(ids):
+        why = f"{bad[0]!r} is not a GPU id" if bad else "an id appears twice"
+        raise SettingsError(f"--amb-gpus={text}: {why}; expected comma-separated ids as CUDA_VISIBLE_DEVICES "
+                            "takes them (e.g. 0,1,2,3 or GPU-<uuid>), or none")
+
+
+def check_baseline(s: RunSettings) -> None:
+    """--amb-compare must name a baseline that exists now, not after an hour of runs."""
+    from .reporting.baseline import parse_gate, resolve
+
+    if s.compare_fail:  # its syntax first: a wrong gate is the likelier slip than a missing file
+        try:
+            parse_gate(s.compare_fail)
+        except ValueError as e:
+            raise SettingsError(f"--amb-compare-fail: {e}") from None
+    if not s.compare:
+        return
+
+    path = resolve(s.compare, s.report_dir)
+    if path.is_file():
+        return
+    folder = Path(s.report_dir) / "baselines"
+    names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    known = f"; saved baselines: {', '.join(names)}" if names else f"; none saved under {folder} yet (--amb-save=NAME)"
+    raise SettingsError(f"--amb-compare={s.compare}: no baseline at {path}{did_you_mean(s.compare, names)}{known}")
+
+
+def check_prices_file(path: str) -> None:
+    """A missing --amb-prices file, with the file it was probably meant to be."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        siblings = [p.name for p in file.parent.glob("*.y*ml")] + [p.name for p in file.parent.glob("*.json")] \
+            if file.parent.is_dir() else []
+        raise SettingsError(f"--amb-prices={path}: no such file{did_you_mean(file.name, siblings)}")

@@ -1,0 +1,137 @@
+"""index.html: one static file, and what a person sees in headless Chromium at 1400 and 800 px
+(no console errors, no page-wide horizontal scroll, sorting, filtering, the run viewer).
+
+Set AMB_SCREENSHOTS=DIR to keep the screenshots (report-1400.png, report-800.png) for a look.
+"""
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from cdp import Browser, chromium
+from report_runs import make_session
+from pytest_automedbench.reporting.controller import results_document, write_reports
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    runs = make_session(root / "runs")
+    paths = write_reports(results_document(runs, {}), root / "out", root / "runs")
+    return paths["html"], runs
+
+
+def test_one_static_file(report):
+    html, runs = report
+    page = html.read_text()
+    assert sorted(p.name for p in html.parent.iterdir()) == ["amb-results.json", "index.html", "leaderboard.md"]
+    assert not re.search(r"""(src|href)=['"](?!#|data:)""", page)  # no other file, no network
+    assert "http://" not in page and "https://" not in page
+    embedded = json.loads(re.search(r'<script type="application/json" id="amb-runs">(.*?)</script>', page, re.S)
+                          .group(1).replace("<\\/", "</"))
+    assert len(embedded) == len(runs)
+    assert page.count("<svg class='chart'") >= 3  # stage bars, overall against cost and against wall time
+
+
+def test_unknown_cost_is_shown_as_unknown_not_zero(report):
+    page = report[0].read_text()
+    assert ">unknown</text>" in page  # the scatter's lane for runs without a price
+    assert "unknown shown as 0" not in page
+
+
+needs_chromium = pytest.mark.skipif(not chromium(), reason="Debian's chromium is not installed "
+                                                           "(scripts/setup.sh --test installs it)")
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 800])
+def test_page_in_headless_chromium(report, width):
+    html, runs = report
+    with Browser() as browser:
+        page = browser.open(html.as_uri(), width=width)
+        assert page.errors == []
+        if os.environ.get("AMB_SCREENSHOTS"):  # before anything is clicked
+            page.screenshot(Path(os.environ["AMB_SCREENSHOTS"]) / f"report-{width}.png")
+        assert page.eval("document.documentElement.scrollWidth") <= width  # wide tables scroll in their box
+        text = page.eval("document.body.innerText")
+        assert not re.search(r"\bNaN\b(?! in outputs)|\bundefined\b|\[object Object\]", text)
+        for heading in ("AutoMedBench: Overall by model and track", "ReX-MLE: percentile and medal per challenge",
+                        "Error codes by family", "AutoMedBench bands", "ReX-MLE medals"):
+            assert heading in text, heading
+
+        # sorting: click the overall header of the per-task table twice (descending, then ascending)
+        order = """[...document.querySelectorAll('#level-tasks tbody tr')].map(r => r.children[COL].dataset.sort)
+                   .filter(v => v !== undefined).map(Number)"""
+        col = page.eval("[...document.querySelectorAll('#level-tasks thead th')].find(t => t.textContent === 'overall')"
+                        ".dataset.col")
+        page.eval(f"document.querySelector('#level-tasks th[data-col=\"{col}\"]').click()")
+        values = page.eval(order.replace("COL", col))
+        assert values == sorted(values) and len(values) > 10
+        page.eval(f"document.querySelector('#level-tasks th[data-col=\"{col}\"]').click()")
+        assert page.eval(order.replace("COL", col)) == sorted(values, reverse=True)
+
+        # filtering: one model left in every leaderboard
+        page.eval("""(() => { const s = document.querySelector('#sec-leaderboards select[data-filter=model]');
+                     s.value = 'openai:gpt-5'; s.dispatchEvent(new Event('input')); })()""")
+        shown = page.eval("[...document.querySelectorAll('#level-tasks tbody tr')].filter(r => !r.hidden)"
+                          ".map(r => r.dataset.model)")
+        assert shown and set(shown) == {"openai:gpt-5"}
+
+        # the run viewer: an errored run, then a run with error codes (conversation, stage evidence, codes)
+        page.eval("""(() => { const s = document.getElementById('runstatus'); s.value = 'errored';
+                     s.dispatchEvent(new Event('change')); })()""")
+        assert page.eval("[...document.querySelectorAll('#runlist a')].filter(a => !a.hidden).length") == 1
+        coded = next(r for r in runs if r["error_codes"] and not r.get("errored") and not r.get("rexmle"))
+        index = page.eval(f"RUNS.findIndex(v => v.result.run_id === {json.dumps(coded['run_id'])})")
+        page.eval(f"document.querySelector('#runlist a[data-i=\"{index}\"]').click()")
+        viewer = page.eval("document.getElementById('viewer').innerText")
+        first = coded["error_codes"][0]
+        assert coded["run_id"] in viewer and first["code"] in viewer and first["evidence"] in viewer
+        assert "Stage evidence" in viewer and "plan_exists" in viewer and "Step 0: plan." in viewer
+        assert re.search(r"S\d\s*execute_code", viewer)  # each tool call with its stage label
+        assert page.eval("location.hash") == "#" + coded["run_id"]
+
+        rex = next(r for r in runs if r.get("rexmle") and r["rexmle"].get("medal"))
+        page.eval(f"show(RUNS.findIndex(v => v.result.run_id === {json.dumps(rex['run_id'])}))")
+        viewer = page.eval("document.getElementById('viewer').innerText")
+        assert "ReX-MLE" in viewer and rex["rexmle"]["medal"] in viewer and "percentile" in viewer
+        assert page.errors == []
+
+
+HOSTILE = "</script><script>window.PWNED = 1</script><img src=x onerror='window.PWNED = 2'> {{BODY}} {{DATA}}"
+
+
+@needs_chromium
+def test_agent_text_stays_text(tmp_path):
+    runs = make_session(tmp_path / "runs", seed=3, repeats=1)[:2]
+    run_dir = tmp_path / "runs" / runs[0]["run_id"]
+    conversation = json.loads((run_dir / "conversation.json").read_text())
+    conversation[2]["content"] = HOSTILE  # what an agent (or a prompt injection) may write
+    (run_dir / "conversation.json").write_text(json.dumps(conversation))
+    (run_dir / "workspace" / "plan.md").write_text(HOSTILE)
+    runs[0]["error_codes"] = [{"code": "HAL-OUTPUTS", "family": "hallucination", "evidence": HOSTILE}]
+    runs[0]["task_metrics"]["case_errors"] = [HOSTILE]
+    html = write_reports(results_document(runs, {}), tmp_path / "out", tmp_path / "runs")["html"]
+    page_text = html.read_text()  # the run's "{{BODY}}" stays text, the template's placeholder is filled once
+    assert page_text.count("{{BODY}}") == 4 and page_text.count("<section id='sec-summary'>") == 1
+    with Browser() as browser:
+        page = browser.open(html.as_uri(), width=1400)
+        page.eval("show(0); document.querySelectorAll('#viewer details').forEach(d => d.open = true)")
+        assert page.eval("window.PWNED === undefined") and page.errors == []
+        assert page.eval("document.getElementById('viewer').innerText").count("window.PWNED = 1") >= 3
+
+
+def test_band_legend_follows_the_scoring_code(report):
+    from pytest_automedbench.reporting.html import legend_html
+    from pytest_automedbench.scoring import DEFAULT_MEDAL_BANDS
+
+    legend = re.sub(r"<[^>]+>", "|", legend_html()).replace("&ge;", ">=").replace("&minus;", "-")
+    for track, bands in DEFAULT_MEDAL_BANDS.items():
+        row = legend.split(f"|{track}|", 1)[1].split("||", 5)
+        a = f"{bands.A:g}" if not bands.relative else f"baseline + {bands.A:g}"
+        assert a in row[0], (track, row)
+    assert "|synthesis||>= 0.98||>= 0.95||(none)||below B; invalid" in legend  # no C tier: below Okay is F
+    assert "under 50% of the cases" in legend and "psnr_db >= baseline - 3" in legend
+    assert legend_html() in report[0].read_text()
