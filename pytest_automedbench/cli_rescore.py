@@ -1,20 +1,24 @@
 """`automedbench rescore RUNS_DIR`: recompute scores and reports from saved runs, no agent.
 
-For each `<RUNS_DIR>/<run-id>/result.json` it rebuilds the RunRecord from conversation.json,
-trace.jsonl and result.json, reloads the task file named in result.json's provenance, and scores
-the saved workspace again against the prepared data (runner.score_run: the same metric and judge
-a live run uses). The new scores replace the old in result.json (atomically; `rescored_at` is
-added), then amb-results.json, leaderboard.md and index.html are written again.
+For each `<RUNS_DIR>/<run-id>/` it rebuilds the RunRecord from conversation.json, trace.jsonl and
+result.json, reloads the task file named in result.json's provenance, and scores the saved
+workspace again against the prepared data (runner.score_run: the same metric and judge a live run
+uses). The new scores replace the old in result.json (atomically; `rescored_at` is added), then
+amb-results.json, leaderboard.md and index.html are written again from every run rescored.
+
+A folder that cannot be rescored -- damaged files, a task file that no longer loads, data not
+prepared, a workspace that is gone (its scores would describe an empty submission) -- is one line
+on stderr and left as it is; the others go on. Errored runs (the harness or its infrastructure
+broke) are not agent scores: they are left as they are and out of the reports, and counted.
+Exit status: 0 when every run was rescored, 1 when some could not be (or none), 2 for a bad call.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
 
 
 class RescoreError(Exception):
@@ -31,66 +35,122 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
-    from .data import DataNotPrepared, ensure_prepared
-    from .runfiles import RunFilesError, load_run
-    from .runner import score_run, write_run_files
+def _task_of(result: dict[str, Any], path: Path):
     from .tasks import TaskSpecError, load_task_file
 
-    path = run_dir / "result.json"
-    try:
-        result = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RescoreError(f"{path}: unreadable ({e})") from None
-    task_file = (result.get("provenance") or {}).get("task_file")
-    if not task_file:
+    provenance = result.get("provenance")
+    if not isinstance(provenance, dict):
+        raise RescoreError(f"{path}: provenance: expected an object, got {type(provenance).__name__}")
+    task_file = provenance.get("task_file")
+    if not isinstance(task_file, str) or not task_file:
         raise RescoreError(f"{path}: provenance.task_file: missing")
     try:
         task = load_task_file(Path(task_file))
     except TaskSpecError as e:
         raise RescoreError(f"{path}: provenance.task_file: {e}") from None
-    if str(task.spec.version) != str((result.get("provenance") or {}).get("task_version")):
-        print(f"note: {run_dir.name}: task file is now version {task.spec.version}", file=sys.stderr)
+    if task.spec.id != result.get("task_id"):
+        raise RescoreError(f"{path}: task_id: {result.get('task_id')!r}, but {task_file} is task {task.spec.id!r}")
+    if str(task.spec.version) != str(provenance.get("task_version")):
+        print(f"note: {path.parent.name}: task file is now version {task.spec.version}", file=sys.stderr)
+    return task
+
+
+def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
+    from .data import DataCorrupted, DataNotPrepared, ensure_prepared
+    from .runfiles import RunFilesError, check_result, load_run, read_result, write_run_files
+    from .runner import score_run
+    from .tasks import TaskSpecError
+
+    path = run_dir / "result.json"
+    try:
+        result = read_result(path, check=False)
+        task = _task_of(result, path)  # the task file first: without it nothing can be rescored
+        check_result(result, path)
+        record, _ = load_run(run_dir)
+    except RunFilesError as e:
+        raise RescoreError(str(e)) from None
+    workspace = run_dir / "workspace"
+    if not workspace.is_dir():
+        raise RescoreError(f"{workspace}: missing: the run's workspace (its submission) is gone; not rescored")
+    if (workspace / "outputs").exists() and not (workspace / "outputs").is_dir():
+        raise RescoreError(f"{workspace / 'outputs'}: not a folder; not rescored")
+    if result["tier"] not in ("lite", "standard", "pro"):
+        raise RescoreError(f"{path}: tier: unknown tier {result['tier']!r}")
     if str(task.folder) not in sys.path:  # demo preparers live next to their task file
         sys.path.insert(0, str(task.folder))
     try:
         data = ensure_prepared(task, data_dir)
-    except DataNotPrepared as e:
+    except (DataNotPrepared, DataCorrupted, TaskSpecError) as e:
         raise RescoreError(f"{run_dir.name}: {e}") from None
     try:
-        record, _ = load_run(run_dir)
-    except RunFilesError as e:
-        raise RescoreError(str(e)) from None
-    result.update(score_run(task, result["tier"], record, run_dir / "workspace", data))
+        scores = score_run(task, result["tier"], record, workspace, data)
+    except Exception as e:  # noqa: BLE001 - a scorer fault on one run: one line, the others go on
+        raise RescoreError(f"{run_dir.name}: scoring failed: {type(e).__name__}: {e}") from None
+    result.update(scores)
     result["rescored_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    write_run_files(run_dir, result, record)  # the trace too: a new judge may label stages anew
+    try:
+        write_run_files(run_dir, result, record)  # the trace too: a new judge may label stages anew
+    except OSError as e:
+        raise RescoreError(f"{run_dir}: cannot write the new scores: {e.strerror or e}") from None
     return result
+
+
+def _candidates(runs_dir: Path) -> list[Path]:
+    return sorted(p for p in runs_dir.iterdir() if not p.name.startswith("."))
 
 
 def run(args) -> int:
     from .data import default_data_dir
     from .reporting.controller import results_document, write_reports
+    from .runfiles import RunFilesError, is_errored, lease, release, try_read_result
 
     runs_dir = Path(args.runs_dir).expanduser()
     if not runs_dir.is_dir():
         print(f"automedbench rescore: {runs_dir}: not a folder", file=sys.stderr)
         return 2
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
-    runs, failed = [], 0
-    for run_dir in sorted(p for p in runs_dir.iterdir() if (p / "result.json").is_file()):
+    try:
+        lease(runs_dir)  # no session may write runs while they are rescored
+    except RunFilesError as e:
+        print(f"automedbench rescore: {e}", file=sys.stderr)
+        return 2
+    try:
+        runs, failed, errored = [], 0, []
+        for run_dir in _candidates(runs_dir):
+            if not run_dir.is_dir():
+                print(f"automedbench rescore: {run_dir}: not a run folder (a file); skipped", file=sys.stderr)
+                failed += 1
+                continue
+            previous = try_read_result(run_dir / "result.json")
+            if previous is not None and is_errored(previous):
+                errored.append(previous["run_id"])
+                continue
+            try:
+                r = rescore_run(run_dir, data_dir)
+            except RescoreError as e:
+                print(f"automedbench rescore: {e}", file=sys.stderr)
+                failed += 1
+                continue
+            runs.append(r)
+            print(f"{r['run_id']}: overall {r['overall']} (agentic {100 * r['agentic']:.1f}, "
+                  f"task {100 * r['task_score']:.1f})")
+        if errored:
+            print(f"automedbench rescore: {len(errored)} errored run(s) left as they are and out of the reports "
+                  f"(infrastructure faults, not agent scores; rerun them with --amb-resume): {', '.join(errored)}",
+                  file=sys.stderr)
+        if not runs:
+            print(f"automedbench rescore: no run could be rescored under {runs_dir}", file=sys.stderr)
+            return 1
+        report_dir = Path(args.report_dir).expanduser() if args.report_dir else runs_dir.parent
+        doc = results_document(runs, {"rescored_from": str(runs_dir), "errored_runs": errored})
         try:
-            r = rescore_run(run_dir, data_dir)
-        except RescoreError as e:
-            print(f"automedbench rescore: {e}", file=sys.stderr)
-            failed += 1
-            continue
-        runs.append(r)
-        print(f"{r['run_id']}: overall {r['overall']} (agentic {100 * r['agentic']:.1f}, task {100 * r['task_score']:.1f})")
-    if not runs:
-        print(f"automedbench rescore: no run could be rescored under {runs_dir}", file=sys.stderr)
-        return 1
-    report_dir = Path(args.report_dir).expanduser() if args.report_dir else runs_dir.parent
-    doc = results_document(runs, {"rescored_from": str(runs_dir)})
-    paths = write_reports(doc, report_dir, runs_dir)
-    print(f"rescored {len(runs)} run(s); reports: " + "  ".join(str(p) for p in paths.values()))
-    return 1 if failed else 0
+            paths = write_reports(doc, report_dir, runs_dir)
+        except OSError as e:
+            print(f"automedbench rescore: {report_dir}: the reports could not be written: {e.strerror or e}",
+                  file=sys.stderr)
+            return 1
+        print(f"rescored {len(runs)} run(s){f', {failed} could not be' if failed else ''}; reports: "
+              + "  ".join(str(p) for p in paths.values()))
+        return 1 if failed else 0
+    finally:
+        release(runs_dir)

@@ -17,6 +17,22 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+class OutsideRoot(ValueError):
+    """A name would put a path outside the folder it belongs in."""
+
+
+def inside(root: Path | str, *names: str) -> Path:
+    """`root/names...`, each name one plain path segment (not empty, '.', '..', absolute or holding a
+    separator), so the path stays under `root` whatever the names say. Checked on the names, not by
+    resolving: a user's symlinked data or runs folder is theirs to have."""
+    for name in names:
+        name = str(name)
+        if name in ("", ".", "..") or "/" in name or (os.altsep and os.altsep in name) or os.sep in name \
+                or "\0" in name:
+            raise OutsideRoot(f"{name!r} is not a single folder name (refused: it could leave {root})")
+    return Path(root).joinpath(*map(str, names))
+
+
 def user_cache_dir(env_var: str, name: str) -> Path:
     """`$env_var` if set, else `$XDG_CACHE_HOME/pytest-automedbench/<name>` (~/.cache by default)."""
     env = os.environ.get(env_var)

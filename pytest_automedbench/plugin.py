@@ -19,7 +19,8 @@ from .data import DataNotPrepared, ensure_prepared
 from .metrics import MetricUnavailable
 from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run
-from .runner import execute
+from .runfiles import RunsDirBusy, release_all
+from .runner import HARNESS_ERRORS, execute
 from .options import ALL_OPTIONS, settings_from
 from .sandbox import MEMORY_NOT_ENFORCED, SandboxError, isolation_of, memory_limit_mode_of
 from .settings import RunSettings, SettingsError
@@ -87,6 +88,7 @@ def pytest_unconfigure(config):
     workers doing that at once on two cores added ~3 s to the end of every benchmark session. One
     collection here (pytest's unraisable hook still listening), then freezing the survivors, keeps
     the check and makes its passes cheap; the cleanup added in pytest_configure unfreezes them."""
+    release_all()  # this process's lease on the runs dir ends with the session (runfiles)
     collector = config.pluginmanager.get_plugin("amb-results")  # the controller of an -n session
     if config.stash.get(RAN_TASKS_KEY, False) or (collector is not None and collector.runs):
         gc.collect()
@@ -204,7 +206,7 @@ class TaskFile(pytest.File):
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, TaskSpecError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)  # a Collector's repr_failure takes no style
 
 
 def _display_path(config, path: Path) -> str:
@@ -234,8 +236,10 @@ class TaskItem(pytest.Item):
         try:
             self._run_or_reuse()
             return
-        except (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable) as e:
+        except (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable, *HARNESS_ERRORS) as e:
             message = str(e)
+            if isinstance(e, RunsDirBusy):  # another session holds the runs dir: no other item can run either
+                self.session.shouldstop = message
         finally:
             if progress is not None:
                 progress.end()

@@ -4,40 +4,34 @@
     <runs-dir>/<run-id>/result.json     scores and provenance (keys: docs/results.md)
     <runs-dir>/<run-id>/conversation.json, trace.jsonl
 
-Files are written atomically when the run ends, so a killed session loses only runs in flight.
+The run is made in a staging folder and moved into place whole when it ends (runfiles.py), so a
+killed session loses only runs in flight, and an errored rerun never replaces a finished run.
 """
 from __future__ import annotations
 
 import functools
-import json
-import re
-import shutil
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, scoring
+from . import __version__, scoring, scoring_guard
 from .agents import Agent, AgentError
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
 from .errors import RunFacts, detect
-from .files import atomic_write
 from .judge import judge_for, judge_run
-from .metrics import TrackResult, load_in_background, metric_module, preflight
-from .reporting.resume import config_hash
-from .sandbox import SandboxConfig
+from .metrics import TrackResult, load_in_background, preflight
+from .runfiles import RunFilesError, config_hash, run_id, start_run, write_run_files  # noqa: F401 (re-exported)
+from .sandbox import SandboxConfig, SandboxError
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
 from .settings import RunSettings
-from .tasks import LoadedTask
+from .tasks import LoadedTask, TaskSpecError
 from .tasks.brief import build_brief
 
 RESULT_SCHEMA_VERSION = 1
-
-
-def run_id(task_id: str, tier: str, model: str, repeat: int) -> str:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:60].strip("_") or "model"
-    return f"{task_id}__{tier}__{slug}__r{repeat}"
 
 
 @functools.lru_cache(maxsize=64)  # once per task folder and process, not a git subprocess per run
@@ -82,7 +76,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     spec = task.spec
     outputs = workspace / "outputs"
     outputs.mkdir(parents=True, exist_ok=True)
-    track = metric_module(spec.track, spec.metric.module, metric_hook).evaluate(spec, outputs, data.private, data.public)
+    track = scoring_guard.evaluate(spec, outputs, data.private, data.public, metric_hook)  # bounded (robust, #19)
     verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge, data.public)
     bands, relative = scoring.medal_bands(spec.track, spec.medals, track)
     has_valid = record.submitted and track.n_valid > 0
@@ -130,32 +124,76 @@ def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: T
     return rexmle.result_section(task, track, outputs, data, record)
 
 
+class ScoringError(Exception):
+    """Scoring a finished run broke (a scorer crash or bug): the harness's fault, not the agent's."""
+
+
+# What execute() raises for a fault that is not the agent's, each with a one-line message (the
+# plugin shows it as the test's ERROR): the agent backend, the sandbox, the runs dir, scoring.
+HARNESS_ERRORS = (RunFilesError, ScoringError)
+
+
+def _outputs_folder(workspace: Path) -> None:
+    """An agent that replaced outputs/ by a file or a link submitted nothing scorable: keep what it left
+    beside an empty outputs/ (the metric then sees no submission)."""
+    outputs = workspace / "outputs"
+    if outputs.is_symlink() or (outputs.exists() and not outputs.is_dir()):
+        os.replace(outputs, workspace / "outputs.not-a-folder")
+    outputs.mkdir(exist_ok=True)
+
+
+def unscored(error: BaseException) -> dict[str, Any]:
+    """result.json's score fields for a run that could not be scored (errored: never an agent score)."""
+    return {"overall": 0.0, "agentic": 0.0, "task_score": 0.0, "completion_rate": 0.0, "format_valid": False,
+            "stages": {s: 0.0 for s in ("S1", "S2", "S3", "S4", "S5")}, "stage_evidence": {},
+            "task_metrics": {}, "medal": None, "failure_mode": "scoring_error", "error_codes": [],
+            "scoring_error": f"{type(error).__name__}: {error}"[:2000]}
+
+
+def _failure_of(error: BaseException) -> str:
+    if isinstance(error, AgentError):
+        return "agent_error"
+    if isinstance(error, SandboxError):
+        return "sandbox_error"
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return "interrupted"
+    return "harness_error"
+
+
 def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskData,
             settings: RunSettings, on_step: Callable[[RunRecord], None] | None = None) -> dict[str, Any]:
     """Run the agent on the task and write the run's files; returns result.json's content.
 
-    The sandbox and a plugin's metric module come from `settings.factories`; `on_step(record)` is
-    called after every model turn and tool call (live progress)."""
+    The run is made in a staging folder (runfiles.RunFolder) and moved into place when it ends;
+    whatever fails once the agent has run (scoring, an interrupt), its files are written, marked
+    `errored` when the fault was not the agent's. The sandbox and a plugin's metric module come
+    from `settings.factories`; `on_step(record)` is called after every model turn and tool call
+    (live progress)."""
     spec = task.spec
     metric_hook = settings.factories.metric
-    scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
+    try:
+        scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
+    except LookupError as e:  # a metric.module that does not import: one line naming the task file
+        raise TaskSpecError(task.path, "metric.module", str(e).removeprefix("metric.module ")) from None
     rid = run_id(spec.id, tier, settings.model, repeat)
-    run_dir = Path(settings.runs_dir) / rid
-    shutil.rmtree(run_dir, ignore_errors=True)
-    workspace = run_dir / "workspace"
-    (workspace / "outputs").mkdir(parents=True)
-    brief = build_brief(spec, tier)
-    (workspace / "TASK.md").write_text(brief, encoding="utf-8")
-    limits = limits_for(task, settings)
-    config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
-                           cell_timeout_s=limits.cell_timeout_s, forbidden=forbidden_paths(data, settings),
-                           ro_binds=agent.program_folders(), **settings.sandbox_options.config_fields())
-    config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
-    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    # Built before the run, so a judge that cannot start (no API key) costs no agent run.
-    llm_judge = judge_for(settings.judge, Path(settings.runs_dir) / ".judge-cache", settings.cost_fn)
-    sandbox = PolicyGuard(settings.make_sandbox(config), inference_only=spec.policy.inference_only)
-    error: Exception | None = None
+    folder = start_run(settings.runs_dir, rid)
+    workspace = folder.workspace
+    try:
+        brief = build_brief(spec, tier)
+        (workspace / "TASK.md").write_text(brief, encoding="utf-8")
+        limits = limits_for(task, settings)
+        config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
+                               cell_timeout_s=limits.cell_timeout_s, forbidden=forbidden_paths(data, settings),
+                               ro_binds=agent.program_folders(), **settings.sandbox_options.config_fields())
+        config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
+        started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        # Built before the run, so a judge that cannot start (no API key) costs no agent run.
+        llm_judge = judge_for(settings.judge, Path(settings.runs_dir) / ".judge-cache", settings.cost_fn)
+        sandbox = PolicyGuard(settings.make_sandbox(config), inference_only=spec.policy.inference_only)
+    except BaseException:
+        folder.discard()
+        raise
+    error: BaseException | None = None
     scorer_loading = None
     try:
         with sandbox:
@@ -163,42 +201,51 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                                cost_fn=settings.cost_fn, on_step=on_step).run(brief)
-    except Exception as exc:  # an infrastructure fault: keep the partial run (tokens spent) on disk
+    except BaseException as exc:  # an infrastructure fault or an interrupt: keep the partial run (tokens spent)
         record = getattr(exc, "record", None)
         if not isinstance(record, RunRecord):
+            folder.discard()
             raise
         error = exc
-    if scorer_loading is not None:
-        scorer_loading.join()  # no two threads importing at once from here on
-    disqualify_escaping_links(record, workspace)
-    scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook)
-    result = {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "run_id": rid, "task_id": spec.id, "track": spec.track, "tier": tier, "model": settings.model,
-        "repeat": repeat, **scores,
-        "violations": record.violations,
-        "turns": record.turns, "wall_time_s": record.wall_time_s, "ended_by": record.ended_by,
-        "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
-        "api_faults": record.api_faults,
-        "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
-        "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
-        "provenance": {
-            "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
-            "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,
-            "memory_limit": sandbox.memory_limit_mode,
-            "task_file": str(task.path),
-        },
-    }
-    if error is not None:  # marked errored; the test ends as an ERROR with the fault's message
-        result.update(failure_mode="agent_error" if isinstance(error, AgentError) else "sandbox_error",
-                      errored=True, error=str(error))
-    write_run_files(run_dir, result, record)
+    scores: dict[str, Any] | None = None
+    scoring_error: Exception | None = None
+    try:
+        if scorer_loading is not None:
+            scorer_loading.join()  # no two threads importing at once from here on
+        if error is None or isinstance(error, Exception):  # an interrupted run is saved, not scored
+            _outputs_folder(workspace)
+            disqualify_escaping_links(record, workspace)
+            scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook)
+    except Exception as exc:  # noqa: BLE001 - the run is saved below, marked errored
+        scoring_error = exc
+    finally:
+        if error is None and sys.exc_info()[1] is not None:  # interrupted while scoring
+            error = sys.exc_info()[1]
+        result = {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "run_id": rid, "task_id": spec.id, "track": spec.track, "tier": tier, "model": settings.model,
+            "repeat": repeat, **(scores if scores is not None else unscored(scoring_error or error)),
+            "violations": record.violations,
+            "turns": record.turns, "wall_time_s": record.wall_time_s, "ended_by": record.ended_by,
+            "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
+            "api_faults": record.api_faults,
+            "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
+            "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
+            "provenance": {
+                "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
+                "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,
+                "memory_limit": sandbox.memory_limit_mode,
+                "task_file": str(task.path),
+            },
+        }
+        if error is not None:  # marked errored; the test ends as an ERROR with the fault's message
+            result.update(failure_mode=_failure_of(error), errored=True, error=str(error) or type(error).__name__)
+        elif scoring_error is not None:
+            result.update(errored=True, error=f"scoring failed: {type(scoring_error).__name__}: {scoring_error}")
+        folder.commit(result, record)
     if error is not None:
         raise error
+    if scoring_error is not None:
+        raise ScoringError(f"{rid}: scoring failed ({type(scoring_error).__name__}: {scoring_error}); "
+                           "the run is saved as errored") from scoring_error
     return result
-
-
-def write_run_files(run_dir: Path, result: dict[str, Any], record: RunRecord) -> None:
-    atomic_write(run_dir / "conversation.json", json.dumps(record.conversation, indent=1))
-    atomic_write(run_dir / "trace.jsonl", "".join(json.dumps(e.as_dict()) + "\n" for e in record.trace))
-    atomic_write(run_dir / "result.json", json.dumps(result, indent=2))  # last: its presence means complete

@@ -131,3 +131,6 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"honest corpus [{backend}]: {c['passed'] + c['failed']} cases, {c['passed']} passed, {c['failed']} failed; "
             f"{c['violation']} with a false violation, {c['clean']} clean")
+    from faults.table import write_fault_table  # robust (#19): the fault-injection table, its own hunk
+
+    write_fault_table(terminalreporter)

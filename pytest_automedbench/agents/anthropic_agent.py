@@ -18,6 +18,7 @@
   answer back followed by `CONTINUE_PROMPT` (at most ``max_continuations`` times) and
   concatenates the texts. The returned `Reply` sums usage over all calls and counts api_calls and
   retries.
+- A reply without a ``content`` list (or not JSON at all) is a `MalformedReply`: retried.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from typing import Any, Iterable
 
 from .base import AgentError, Message, ToolCall, Usage
 from .chat_api import CONTINUE_PROMPT, ChatAPIAgent, shared_client, tool_call_is_complete  # noqa: F401 (re-exported)
-from .retry import LLMAPIError, RetryPolicy
+from .retry import LLMAPIError, MalformedReply, RetryPolicy
 
 __all__ = [
     "AnthropicAgent", "CLAUDE_DEFAULT_MODEL", "CONTINUE_PROMPT", "resolve_claude_model",
@@ -230,9 +231,12 @@ class AnthropicAgent(ChatAPIAgent):
 
     @staticmethod
     def _parse(resp: Any) -> tuple[str, list[ToolCall]]:
+        content = getattr(resp, "content", None)
+        if not isinstance(content, list) or (not content and getattr(resp, "stop_reason", None) is None):
+            raise MalformedReply(f"Anthropic API reply has no content list: {str(resp)[:200]}")
         texts: list[str] = []
         calls: list[ToolCall] = []
-        for block in getattr(resp, "content", None) or []:
+        for block in content:
             btype = getattr(block, "type", None)
             if btype == "text":
                 texts.append(block.text or "")

@@ -6,6 +6,10 @@ A subclass says how to build a request (`_request`), send it (`_send`), read its
 policy (counted), a reply cut at the token limit without a complete tool call is answered with
 `CONTINUE_PROMPT` (at most `max_continuations` times) and the texts joined, usage summed over
 every call, and the tokens spent before a failure attached to the error.
+
+A reply that cannot be read (`_reply_parts` failing on a body of the wrong shape) is a
+`MalformedReply`, retried like any transient fault. While the agent loop runs, `time_left` says
+how many seconds the run has left: no request waits longer than that (nor than `timeout`).
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from .base import Agent, Message, Reply, ToolCall, Usage
-from .retry import CallStats, LLMAPIError, RetryPolicy
+from .retry import CallStats, LLMAPIError, MalformedReply, RetryPolicy
 
 #: What the agent says when a reply was cut off at the output-token limit.
 CONTINUE_PROMPT = (
@@ -55,6 +59,9 @@ def tool_call_is_complete(call: ToolCall, tools: Iterable[dict[str, Any]]) -> bo
 class ChatAPIAgent(Agent):
     vendor = "LLM"  # for error messages
     max_continuations = 3
+    MIN_REQUEST_TIMEOUT = 1.0  # seconds; a request with less than this left is not worth sending
+    # Seconds left in the run: set by the agent loop while it runs (None outside a run).
+    time_left: Callable[[], float] | None = None
 
     def _setup(self, model_id: str, max_tokens: int, client: Any, retry: RetryPolicy | None,
                temperature: float | None, max_continuations: int, timeout: float, name: str | None) -> None:
@@ -87,6 +94,30 @@ class ChatAPIAgent(Agent):
     def _reply_parts(self, resp: Any) -> tuple[str, list[ToolCall], str | None]:
         raise NotImplementedError
 
+    def _request_timeout(self) -> float | None:
+        """Seconds this request may take in a run: the client's timeout cut to the time left (None:
+        outside a run, the client's own)."""
+        if self.time_left is None:
+            return None
+        limit = self.timeout
+        own = getattr(self._client, "timeout", None)  # a client given to the constructor keeps its timeout
+        if isinstance(own, (int, float)) and not isinstance(own, bool):
+            limit = min(limit, own)
+        return max(self.MIN_REQUEST_TIMEOUT, min(limit, self.time_left()))
+
+    def _read(self, resp: Any) -> tuple[Usage, str, list[ToolCall], str | None]:
+        """Usage and reply parts of a response, or MalformedReply when it is not the vendor's shape."""
+        try:
+            return (self._usage(resp), *self._reply_parts(resp))
+        except MalformedReply:
+            raise
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
+            raise MalformedReply(f"{self.vendor} reply not understood ({type(exc).__name__}: {exc})") from exc
+
+    def _exchange(self, kwargs: dict[str, Any]) -> tuple[Usage, str, list[ToolCall], str | None]:
+        timeout = self._request_timeout()
+        return self._read(self._send(kwargs if timeout is None else {**kwargs, "timeout": timeout}))
+
     def respond(self, conversation: list[Message], tools: list[dict[str, Any]]) -> Reply:
         stats = CallStats()
         usage = Usage()
@@ -98,9 +129,9 @@ class ChatAPIAgent(Agent):
         try:
             for part in range(self.max_continuations + 1):
                 kwargs = self._request(list(conversation) + extra, tools)
-                resp = self.retry.call(lambda: self._send(kwargs), what=what, stats=stats)
-                usage += self._usage(resp)
-                text, calls, stop = self._reply_parts(resp)
+                used, text, calls, stop = self.retry.call(lambda: self._exchange(kwargs), what=what, stats=stats,
+                                                          time_left=self.time_left)
+                usage += used
                 texts.append(text)
                 complete = [c for c in calls if tool_call_is_complete(c, tools)]
                 if stop != "max_tokens" or complete or part == self.max_continuations:

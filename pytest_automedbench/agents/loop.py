@@ -3,10 +3,13 @@
 The loop owns everything between "here is the brief" and "the run has ended": it asks the agent
 for a turn, runs each tool call in the sandbox, feeds back the tail of the output, and stops on
 submit_results, on a reply without a tool call, or on a limit (recorded in `RunRecord.limit_hit`,
-never raised). Only infrastructure faults (`AgentError`, `SandboxError`) propagate; they carry the
-partial record as ``exc.record`` (tokens spent so far included) so the runner can still write it.
-An API refusal because the conversation outgrew the model's context window is the agent's own
-doing, not infrastructure: it ends the run as the outcome ``context_length``.
+never raised). Only infrastructure faults (`AgentError`, `SandboxError`) propagate -- and bugs, or
+an interrupt; every exception leaving `run` carries the partial record as ``exc.record`` (tokens
+spent so far included) so the runner can still write it. An API refusal because the conversation
+outgrew the model's context window is the agent's own doing, not infrastructure: it ends the run
+as the outcome ``context_length``; a model API still failing when the run's time is up ends it as
+``time_limit`` (an agent with a ``time_left`` attribute is told the seconds left, so that no
+request outlives the run).
 """
 from __future__ import annotations
 
@@ -18,8 +21,7 @@ from typing import Any, Callable
 
 from ..metrics.base import count_cases
 from ..sandbox.base import ExecResult, Sandbox
-from ..sandbox.base import SandboxError
-from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, AgentError, Message, Reply, ToolCall, Usage
+from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, Message, Reply, ToolCall, Usage
 from .retry import LLMAPIError, RetryPolicy
 
 SYSTEM_PROMPT = (
@@ -143,18 +145,26 @@ class AgentLoop:
                     outer(fault, attempt, wait)
 
             policy.on_retry = log_fault
+        tells_time = hasattr(self.agent, "time_left")
+        if tells_time:
+            self.agent.time_left = lambda: self.limits.time_limit_s - (self.clock() - started)
         try:
             if self.agent.drives_itself:
                 self.agent.run(RunContext(self.sandbox, brief, self.limits, record, self.output_dir, started))
             else:
                 self._converse(record, started)
-        except (AgentError, SandboxError) as exc:
-            exc.record = record  # the runner writes the partial run before reporting the error
+        except BaseException as exc:
+            try:
+                exc.record = record  # the runner writes the partial run before reporting the error
+            except AttributeError:  # an exception type with __slots__: nothing to attach to
+                pass
             raise
         finally:
             record.wall_time_s = round(self.clock() - started, 3)
             if isinstance(policy, RetryPolicy):
                 policy.on_retry = outer
+            if tells_time:
+                self.agent.time_left = None
             self._step(record)  # the end (record.ended_by is set)
         return record
 
@@ -172,6 +182,8 @@ class AgentLoop:
                 self._account_failed(record, exc)
                 if exc.kind == "context_length":
                     return self._stop(record, "context_length")
+                if exc.kind == "time_limit" or self.clock() - started >= lim.time_limit_s:
+                    return self._stop(record, "time_limit")
                 raise
             self._account(record, reply)
             self._step(record)

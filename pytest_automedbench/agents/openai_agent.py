@@ -19,6 +19,7 @@
   tool call the agent asks the model to continue (bounded) and concatenates the texts.
 - Usage: ``prompt_tokens`` includes cached tokens, so ``Usage.input = prompt_tokens -
   cached_tokens - cache_write_tokens``; ``cache_read = prompt_tokens_details.cached_tokens``.
+- A reply without ``choices[0].message`` (or not JSON at all) is a `MalformedReply`: retried.
 - ``Reply.stop_reason`` is neutral: ``end_turn``, ``tool_use``, ``max_tokens`` (or the vendor
   value, e.g. ``content_filter``).
 """
@@ -31,7 +32,7 @@ from urllib.parse import urlparse
 
 from .base import AgentError, Message, ToolCall, Usage
 from .chat_api import ChatAPIAgent, shared_client
-from .retry import LLMAPIError, RetryPolicy
+from .retry import LLMAPIError, MalformedReply, RetryPolicy
 
 __all__ = [
     "OpenAIAgent", "GPT_DEFAULT_MODEL", "resolve_openai_model", "to_openai_messages",
@@ -205,9 +206,9 @@ class OpenAIAgent(ChatAPIAgent):
 
     @staticmethod
     def _parse(resp: Any) -> tuple[str, list[ToolCall], str | None]:
-        choices = getattr(resp, "choices", None) or []
-        if not choices:
-            raise LLMAPIError("OpenAI API reply has no choices", kind="client")
+        choices = getattr(resp, "choices", None)
+        if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
+            raise MalformedReply(f"OpenAI API reply has no choices[0].message: {str(resp)[:200]}")
         choice = choices[0]
         msg = choice.message
         text = msg.content or ""

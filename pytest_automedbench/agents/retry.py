@@ -11,11 +11,16 @@ One policy, ours, so every retry is bounded and counted (the SDK clients are bui
 - everything else the API refuses (400, 401, 402, 403, 404, 413, 422, ..., and OpenAI's
   ``insufficient_quota`` 429) raises `LLMAPIError` (an `AgentError`) at once with the API's own
   message -- these are never retried;
-- after ``max_attempts`` attempts the last transient fault raises `LLMAPIError`.
+- a reply the client cannot understand -- a body that is not JSON, or JSON of the wrong shape
+  (`MalformedReply`, raised by the agents while reading it) -- is transient (kind ``malformed``):
+  proxies and overloaded servers send HTML error pages and truncated bodies with status 200;
+- after ``max_attempts`` attempts the last transient fault raises `LLMAPIError`;
+- with ``time_left`` (seconds left in the run), no attempt starts and no backoff sleeps past the
+  end of the run: the call raises `LLMAPIError` of kind ``time_limit`` instead.
 
 `LLMAPIError.kind` says what broke (``auth``, ``permission``, ``bad_request``, ``not_found``,
 ``context_length``, ``quota``, ``rate_limit``, ``server``, ``connection``, ``timeout``,
-``client``) so the caller can, for example, treat ``context_length`` as the agent's own fault.
+``malformed``, ``time_limit``, ``client``) so the caller can, for example, treat ``context_length`` as the agent's own fault.
 
 The sleep function and the random source are injectable so tests take no time::
 
@@ -24,6 +29,7 @@ The sleep function and the random source are injectable so tests take no time::
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import random
 import time
@@ -32,7 +38,7 @@ from typing import Any, Callable, TypeVar
 
 from .base import AgentError
 
-__all__ = ["RetryPolicy", "CallStats", "Fault", "LLMAPIError", "classify", "parse_retry_after"]
+__all__ = ["RetryPolicy", "CallStats", "Fault", "LLMAPIError", "MalformedReply", "classify", "parse_retry_after"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +87,10 @@ class LLMAPIError(AgentError):
         self.retries = retries
         self.api_calls = attempts  # the agents set it to all requests of the failed `respond`
         self.usage = None  # set by the agents: a base.Usage of the tokens spent before the failure
+
+
+class MalformedReply(Exception):
+    """An API reply arrived but cannot be read (not JSON, or not the shape the vendor documents)."""
 
 
 @dataclass
@@ -189,6 +199,8 @@ def _sdk_types() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
 def classify(exc: BaseException) -> Fault | None:
     """Classify an SDK / network exception; None when it is not an API fault at all."""
     conn_types, timeout_types, base_types = _sdk_types()
+    if isinstance(exc, (MalformedReply, json.JSONDecodeError)):  # the SDKs raise the latter for a non-JSON body
+        return Fault(True, "malformed", f"the reply is not a readable API response: {str(exc)[:300]}")
     status = getattr(exc, "status_code", None)
     response = getattr(exc, "response", None)
     if isinstance(status, int) and not isinstance(status, bool) and response is not None:
@@ -243,16 +255,21 @@ class RetryPolicy:
         cap = min(self.max_delay, self.base_delay * (2.0 ** min(retry_index, 60)))
         return self.rng.uniform(0.0, cap)
 
-    def call(self, fn: Callable[[], T], *, what: str = "LLM API request", stats: CallStats | None = None) -> T:
+    def call(self, fn: Callable[[], T], *, what: str = "LLM API request", stats: CallStats | None = None,
+             time_left: Callable[[], float] | None = None) -> T:
         """Run ``fn`` until it succeeds, retrying transient faults; count into ``stats``.
 
-        Raises `LLMAPIError` for a refused request or when the attempts run out; exceptions that
-        are not API faults (bugs) propagate unchanged.
+        Raises `LLMAPIError` for a refused request, when the attempts run out, or (kind
+        ``time_limit``) when ``time_left()`` says the run has no time for another attempt or wait;
+        exceptions that are not API faults (bugs) propagate unchanged.
         """
         stats = stats if stats is not None else CallStats()
         attempt = 0
         retries = 0
+        fault: Fault | None = None
         while True:
+            if time_left is not None and time_left() <= 0:
+                raise self._out_of_time(what, fault, attempt, retries)
             attempt += 1
             stats.api_calls += 1
             try:
@@ -274,6 +291,8 @@ class RetryPolicy:
                         f"the {self.max_retry_after:.0f} s allowed; last error: {fault.describe()}",
                         fault, attempt, retries) from exc
                 wait = self.delay(retries, fault.retry_after)
+                if time_left is not None and wait >= time_left():
+                    raise self._out_of_time(what, fault, attempt, retries) from exc
                 retries += 1
                 stats.retries += 1
                 log.warning("%s: %s; retry %d/%d in %.1f s", what, fault.describe(), retries,
@@ -282,6 +301,12 @@ class RetryPolicy:
                     self.on_retry(fault, attempt, wait)
                 if wait > 0:
                     self.sleep(wait)
+
+    def _out_of_time(self, what: str, fault: Fault | None, attempts: int, retries: int) -> LLMAPIError:
+        last = f"; last error: {fault.describe()}" if fault else ""
+        return self._error(f"{what}: the run's time limit came first ({attempts} attempt(s), {retries} "
+                           f"retries){last}", Fault(True, "time_limit", fault.message if fault else "no time left",
+                                                    fault.status_code if fault else None), attempts, retries)
 
     @staticmethod
     def _error(message: str, fault: Fault, attempts: int, retries: int) -> LLMAPIError:

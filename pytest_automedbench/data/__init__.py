@@ -20,8 +20,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ..files import atomic_write, user_cache_dir
+from ..files import atomic_write, inside, user_cache_dir
 from ..tasks import LoadedTask
+from ..tasks.loader import import_named
 
 STAMP = "prepared.json"
 MANIFEST = "manifest.json"
@@ -55,7 +56,7 @@ def default_data_dir() -> Path:
 
 
 def task_data(task: LoadedTask, data_dir: Path) -> TaskData:
-    return TaskData(Path(data_dir) / task.spec.id / task.spec.version)
+    return TaskData(inside(data_dir, task.spec.id, task.spec.version))
 
 
 def _params_key(task: LoadedTask) -> str:
@@ -175,11 +176,11 @@ def build(task: LoadedTask, data: TaskData, **extra) -> None:
 
     `extra` goes to the preparer as keyword arguments (source=..., progress=... for real datasets).
     """
+    preparer = import_named(task, "data.preparer", task.spec.data.preparer)  # one line if it does not import
     scratch = data.root.with_name(data.root.name + f".tmp{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
     (scratch / "public").mkdir(parents=True)
     (scratch / "private").mkdir()
-    preparer = load_preparer(task.spec.data.preparer)
     started = time.time()
     try:
         preparer(scratch / "public", scratch / "private", **task.spec.data.params, **extra)

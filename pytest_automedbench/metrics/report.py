@@ -100,6 +100,32 @@ def warm_meteor() -> threading.Thread:
     return thread
 
 
+def before_scoring_fork(task) -> None:
+    """Called by scoring_guard in the parent before it forks the scorer: the METEOR Java process must
+    be the parent's (one a scoring child started would start anew, seconds, every run, and die with
+    it); a process that died is replaced."""
+    global _METEOR
+    if "meteor" not in components_of(task):
+        return
+    with _METEOR_LOCK:
+        if _METEOR is not None and _METEOR.meteor_p.poll() is not None:
+            _METEOR = None
+    try:
+        meteor_scorer()
+    except Exception:  # noqa: BLE001 - no Java: the scoring reports it
+        pass
+
+
+def after_failed_scoring_child() -> None:
+    """Called by scoring_guard when a scoring child died mid-way: it may have left the shared METEOR
+    process half-way through an exchange, so the next scoring gets a new one."""
+    global _METEOR
+    with _METEOR_LOCK:
+        old, _METEOR = _METEOR, None
+    if old is not None:
+        old.meteor_p.kill()
+
+
 def nlg_scores(hyps: list[str], refs: list[str], which: tuple[str, ...] = NLG,
                per_study: list[dict] | None = None, skipped: list[str] | None = None) -> dict[str, float]:
     """bleu (mean of corpus BLEU-1..4), meteor (corpus), rouge_l (mean) on MLRG-prepared texts; each

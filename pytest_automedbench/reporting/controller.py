@@ -14,6 +14,7 @@ import pytest
 
 from .. import __version__
 from ..files import atomic_write
+from ..runfiles import try_read_result
 from . import baseline as baselines
 from . import rexmle
 from .leaderboard import aggregate, error_analysis
@@ -98,7 +99,7 @@ class ResultsCollector:
                 and self.config.pluginmanager.hasplugin("dsession")):
             self.ranking_import = threading.Thread(target=_import_ranking, name="amb-import-ranking", daemon=True)
             self.ranking_import.start()
-        result = self._load(props.get("amb_result"))
+        result = try_read_result(props.get("amb_result"))  # None: damaged or gone (runfiles)
         self.runs[run_id] = result if result is not None else _from_properties(props)
         self.runs[run_id]["outcome_nodeid"] = report.nodeid
         if props.get("amb_reused"):
@@ -109,14 +110,6 @@ class ResultsCollector:
                 tr.ensure_newline()
                 tr.write_line(progress_line(self.runs[run_id], reused=run_id in self.reused))
 
-    @staticmethod
-    def _load(path: str | None) -> dict[str, Any] | None:
-        if not path:
-            return None
-        try:
-            return json.loads(Path(path).read_text())
-        except (OSError, ValueError):
-            return None
 
     # -- at the end ----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the ReX-MLE Rank goes in as suite properties
@@ -129,9 +122,13 @@ class ResultsCollector:
             s = self.settings
             doc = results_document(runs, {**s.header_fields(), "reused_runs": sorted(self.reused)})
             self.doc = doc
-            self.paths = write_reports(doc, report_dir, Path(s.runs_dir))
+            try:
+                self.paths = write_reports(doc, report_dir, Path(s.runs_dir))
+            except OSError as e:  # a full disk, a read-only folder: one line, not a traceback (robust, #19)
+                self.messages.append(f"ERROR: {report_dir}: the reports could not be written: {e.strerror or e}")
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
             add_session_properties(self.config, doc)
-            if self.save_name:
+            if self.save_name and self.paths:
                 try:
                     path = baselines.save(self.save_name, report_dir, doc["runs"], doc["aggregate"])
                     self.messages.append(f"baseline saved: {path}")

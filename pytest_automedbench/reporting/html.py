@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import errors
 from ..files import atomic_write
+from ..runfiles import viewer_files
 from . import charts, rexmle
 from .markdown import report_tables
 from .tables import STAGES, Table, fmt_pct, fmt_seconds, fmt_tokens
@@ -29,27 +30,6 @@ def _cut(text: Any) -> Any:
     if isinstance(text, str) and len(text) > MAX_TEXT:
         return text[:MAX_TEXT] + f"\n... ({len(text) - MAX_TEXT} more characters)"
     return text
-
-
-def _read_json(path: Path, default):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return default
-
-
-def _trace(run_dir: Path) -> list[dict]:
-    events = []
-    try:
-        lines = (run_dir / "trace.jsonl").read_text().splitlines()
-    except OSError:
-        return events
-    for line in lines:
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    return events
 
 
 def conversation_steps(conversation: list[dict], trace: list[dict]) -> list[dict]:
@@ -102,7 +82,7 @@ def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
         if isinstance(code, dict):
             code["tag"] = errors.family_of(code.get("family")).tag
     return {"result": view, "plan_md": plan_md, "plan_png": plan_png,
-            "steps": conversation_steps(_read_json(run_dir / "conversation.json", []), _trace(run_dir))}
+            "steps": conversation_steps(*viewer_files(run_dir))}
 
 
 # -- tables ------------------------------------------------------------------------------------

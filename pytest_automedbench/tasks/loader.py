@@ -1,18 +1,27 @@
 """Load a task YAML file into a `TaskSpec`, turning every problem into one line naming the field.
 
     task_suites/demo/x.task.yaml: tiers.lite.model: required
+
+Whatever is wrong with one file (not UTF-8, too big, an alias bomb, duplicate keys, a number that
+is not finite, or anything unforeseen) is a `TaskSpecError`: one line, never a traceback, so the
+collector can report it and go on with the other files.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from .schema import TRACKS, TaskSpec
+from .yaml_reader import YAMLRefused, read_yaml
 
 TASK_FILE_SUFFIXES = (".task.yaml", ".task.yml")
+MAX_TASK_FILE_BYTES = 1 << 20  # the largest task file shipped is under 3 KB
+MAX_SHOWN = 80  # characters of an offending value quoted in a message
 
 
 class TaskSpecError(Exception):
@@ -42,6 +51,13 @@ def is_task_file(path: Path) -> bool:
     return path.name.endswith(TASK_FILE_SUFFIXES)
 
 
+def short(value: Any, limit: int = MAX_SHOWN) -> str:
+    """repr() of a value, cut to `limit` characters (a message must stay one short line)."""
+    text = repr(value) if not isinstance(value, str) else value
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _describe(err: dict) -> str:
     kind = err.get("type", "")
     if kind == "missing":
@@ -52,9 +68,9 @@ def _describe(err: dict) -> str:
         return f"unknown track {err.get('input')!r} (expected one of: {', '.join(TRACKS)})"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         expected = kind.replace("_parsing", "").replace("_type", "")
-        return f"expected {expected}, got {type(err.get('input')).__name__} {err.get('input')!r}"
+        return f"expected {expected}, got {type(err.get('input')).__name__} {short(repr(err.get('input')))}"
     msg = err.get("msg", "invalid")
-    return msg.removeprefix("Value error, ")
+    return short(msg.removeprefix("Value error, "), 200)
 
 
 def _field_path(loc: tuple) -> str:
@@ -68,18 +84,56 @@ def load_task_file(path: Path | str, shown: str | None = None) -> LoadedTask:
     path = Path(path)
     name = shown or str(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = _read(path, name)
+        if not isinstance(raw, dict):
+            raise TaskSpecError(name, None, "expected a mapping of task fields at the top level")
+        try:
+            spec = TaskSpec.model_validate(raw)
+        except ValidationError as e:
+            first = e.errors()[0]
+            raise TaskSpecError(name, _field_path(first["loc"]), _describe(first)) from None
+        return LoadedTask(spec=spec, path=path.resolve())
+    except TaskSpecError:
+        raise
+    except Exception as e:  # noqa: BLE001 - anything unforeseen is still one line naming the file
+        raise TaskSpecError(name, None, f"cannot load: {type(e).__name__}: {short(str(e), 200)}") from None
+
+
+def _read(path: Path, name: str) -> Any:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_TASK_FILE_BYTES + 1)
     except OSError as e:
         raise TaskSpecError(name, None, f"cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_TASK_FILE_BYTES:
+        raise TaskSpecError(name, None, f"larger than {MAX_TASK_FILE_BYTES >> 20} MiB: not a task file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise TaskSpecError(name, f"line {line}", f"not UTF-8 text (byte 0x{data[e.start]:02x})") from None
+    try:
+        return read_yaml(text)
+    except YAMLRefused as e:
+        raise TaskSpecError(name, f"line {e.line}" if e.line else None, f"refused YAML: {e.problem}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
-        raise TaskSpecError(name, where, f"invalid YAML: {getattr(e, 'problem', None) or e}") from None
-    if not isinstance(raw, dict):
-        raise TaskSpecError(name, None, "expected a mapping of task fields at the top level")
+        raise TaskSpecError(name, where, f"invalid YAML: {short(getattr(e, 'problem', None) or e, 200)}") from None
+
+
+def import_named(task: LoadedTask, field: str, name: str) -> Any:
+    """The module `pkg.mod` or the attribute `pkg.mod:func` a task file names in `field`; a name that
+    does not import is a TaskSpecError (one line naming the file and field), not a traceback."""
+    module, _, attr = name.partition(":")
     try:
-        spec = TaskSpec.model_validate(raw)
-    except ValidationError as e:
-        first = e.errors()[0]
-        raise TaskSpecError(name, _field_path(first["loc"]), _describe(first)) from None
-    return LoadedTask(spec=spec, path=path.resolve())
+        loaded = importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - ImportError, or the module's own import-time error
+        why = str(e) if isinstance(e, ImportError) else f"{type(e).__name__}: {e}"
+        raise TaskSpecError(task.path, field, f"module {module!r} cannot be imported: {short(why, 200)}") from None
+    if not attr:
+        return loaded
+    try:
+        return getattr(loaded, attr)
+    except AttributeError:
+        raise TaskSpecError(task.path, field, f"module {module!r} has no {attr!r}") from None

@@ -6,6 +6,7 @@ default. Validation errors are turned into one-line messages `file: field.path: 
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -15,8 +16,18 @@ TIERS = ("lite", "standard", "pro")
 Track = Literal["segmentation", "enhancement", "vqa", "report", "detection", "classification", "synthesis"]
 
 
+# A task id and a version name folders (<data-dir>/<id>/<version>, run ids): each must be one safe
+# path segment (no "/", no "..", no leading dot or dash, no spaces), short enough for any file system.
+SAFE_ID = r"^[a-z0-9][a-z0-9._-]{0,79}$"
+SAFE_VERSION = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,39}$"
+_SEGMENTS = {"id": (SAFE_ID, "lowercase letters, digits, '.', '_' or '-'", 80),
+             "version": (SAFE_VERSION, "letters, digits, '.', '_', '+' or '-'", 40)}
+MAX_SECONDS = 30 * 86400.0  # a limit beyond this is a typo (and overflows some timers)
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # allow_inf_nan=False: `.inf` or `.nan` is never a meaningful limit, weight or band.
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
 
 
 class Source(Strict):
@@ -49,7 +60,7 @@ class DataSpec(Strict):
 
 
 class Cases(Strict):
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=10_000_000)
     selection: str | None = None  # how the cases were chosen (seed, balance), for the docs
 
 
@@ -78,9 +89,9 @@ class Metric(Strict):
 class Policy(Strict):
     inference_only: bool = True
     network: bool = False
-    time_limit_s: float = Field(default=3600, gt=0)
-    max_turns: int = Field(default=50, ge=1)
-    cell_timeout_s: float = Field(default=600, gt=0)
+    time_limit_s: float = Field(default=3600, gt=0, le=MAX_SECONDS)
+    max_turns: int = Field(default=50, ge=1, le=100_000)
+    cell_timeout_s: float = Field(default=600, gt=0, le=MAX_SECONDS)
 
 
 class ModelRef(Strict):
@@ -183,7 +194,7 @@ class RexMLE(Strict):
 
 
 class TaskSpec(Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    id: str
     track: Track
     version: str
     title: str
@@ -206,3 +217,16 @@ class TaskSpec(Strict):
     def _version_text(cls, v: Any) -> Any:
         # "1.0" written unquoted in YAML is a float; accept it as the string the author meant.
         return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    @field_validator("id", "version")
+    @classmethod
+    def _one_path_segment(cls, v: str, info) -> str:
+        pattern, letters, longest = _SEGMENTS[info.field_name]
+        if not re.fullmatch(pattern, v):
+            raise ValueError(f"{short(v)!r}: must be one path segment of {letters}, starting with a letter or "
+                             f"digit (at most {longest} characters)")
+        return v
+
+
+def short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -85,6 +85,10 @@ The body has each vendor's error shape: OpenAI ``{"error": {"message", "type", "
 Connection fault entry: ``{disconnect: true}`` closes the connection without an answer (the SDKs
 raise a connection error).
 
+Malformed reply entry: ``{malformed: true}`` answers 200 with a JSON body cut off halfway;
+``{malformed: "<body>"}`` answers 200 with exactly that body (an HTML error page from a proxy,
+``[]``, ``{}``, JSON of the wrong shape ...), sent as ``application/json``.
+
 When the script runs out, the server asks ``responder`` (if given), then answers with ``default``
 (if given), else with a plain text reply ``"Done."`` and no tool call -- which ends an agent run.
 
@@ -117,6 +121,7 @@ ANTHROPIC = "anthropic"
 REPLY_KEYS = {"text", "tool_calls", "usage", "stop_reason", "delay"}
 FAULT_KEYS = {"status", "retry_after", "message", "code", "error_type", "delay"}
 DISCONNECT_KEYS = {"disconnect", "delay"}
+MALFORMED_KEYS = {"malformed", "delay"}
 USAGE_KEYS = {"input", "output", "cache_read", "cache_write"}
 TOOL_CALL_KEYS = {"name", "arguments", "id"}
 
@@ -171,6 +176,10 @@ def validate_entry(entry: Any, where: str = "entry") -> Entry:
         raise ScriptError(f"{where}: expected a mapping, got {type(entry).__name__}")
     if "disconnect" in entry:
         _no_unknown(entry, DISCONNECT_KEYS, where)
+    elif "malformed" in entry:
+        _no_unknown(entry, MALFORMED_KEYS, where)
+        if entry["malformed"] is not True and not isinstance(entry["malformed"], str):
+            raise ScriptError(f"{where}: malformed: expected true or the raw body (a string), got {entry['malformed']!r}")
     elif "status" in entry:
         _no_unknown(entry, FAULT_KEYS, where)
         status = entry["status"]
@@ -255,7 +264,7 @@ def load_script(path: str | Path) -> tuple[list[Entry], Entry | None]:
         default = data.get("default")
         if default is not None:
             default = validate_entry(default, f"{path}: default")
-            if "status" in default or "disconnect" in default:
+            if {"status", "disconnect", "malformed"} & set(default):
                 raise ScriptError(f"{path}: default: must be a reply entry, not a fault")
     elif data is None:
         entries = []
@@ -391,6 +400,11 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: "MockLLMServer"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # the client gave up first (its timeout): expected
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
@@ -402,7 +416,9 @@ class _Handler(BaseHTTPRequestHandler):
             sys.stderr.write("mock_llm: " + (format % args) + "\n")
 
     def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode("utf-8")
+        self._send_raw(status, json.dumps(body).encode("utf-8"), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -450,6 +466,14 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             return
+        if "malformed" in entry:
+            raw = entry["malformed"]
+            if raw is True:
+                whole = json.dumps(openai_reply({"text": "cut"}, body, n) if api == OPENAI
+                                   else anthropic_reply({"text": "cut"}, body, n))
+                raw = whole[:len(whole) // 2]
+            self._send_raw(200, raw.encode("utf-8"))
+            return
         if "status" in entry:
             headers = {}
             if entry.get("retry_after") is not None:
@@ -490,7 +514,7 @@ class MockLLMServer:
             entries = _validate_script(list(script or []), None)
         if default is not None:
             validate_entry(default, "default")
-            if "status" in default or "disconnect" in default:
+            if {"status", "disconnect", "malformed"} & set(default):
                 raise ScriptError("default: must be a reply entry, not a fault")
         self._script: list[Entry] = [copy.deepcopy(e) for e in entries]
         self.default = default
