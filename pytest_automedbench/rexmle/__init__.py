@@ -56,7 +56,9 @@ def metric_values(task, track, outputs: Path, private: Path, public: Path) -> tu
     """
     rex = task.spec.rexmle
     if isinstance(track.diagnostics.get("challenge_metrics"), dict):
-        values = track.diagnostics["challenge_metrics"]  # the task's own metric.module graded it already
+        values = track.diagnostics["challenge_metrics"]  # graded already (the metric module or the bounded grader)
+        if track.diagnostics.get("grader_error"):
+            return {}, str(track.diagnostics["grader_error"])
     elif rex.grader:
         from ..data import load_preparer  # same module:function resolution
 
