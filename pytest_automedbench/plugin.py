@@ -238,6 +238,10 @@ class TaskItem(pytest.Item):
             return
         except (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable, *HARNESS_ERRORS) as e:
             message = str(e)
+            saved = getattr(e, "amb_saved", None)  # an errored run on disk: the reports count it apart
+            if saved is not None:
+                for key, value in properties(*saved).items():
+                    self.user_properties.append((key, value))
             if isinstance(e, RunsDirBusy):  # another session holds the runs dir: no other item can run either
                 self.session.shouldstop = message
         finally:

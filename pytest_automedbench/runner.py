@@ -242,10 +242,19 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             result.update(failure_mode=_failure_of(error), errored=True, error=str(error) or type(error).__name__)
         elif scoring_error is not None:
             result.update(errored=True, error=f"scoring failed: {type(scoring_error).__name__}: {scoring_error}")
-        folder.commit(result, record)
+        placed = folder.commit(result, record)
     if error is not None:
-        raise error
+        raise _saved(error, result, placed)
     if scoring_error is not None:
-        raise ScoringError(f"{rid}: scoring failed ({type(scoring_error).__name__}: {scoring_error}); "
-                           "the run is saved as errored") from scoring_error
+        raise _saved(ScoringError(f"{rid}: scoring failed ({type(scoring_error).__name__}: {scoring_error}); "
+                                  "the run is saved as errored"), result, placed) from scoring_error
     return result
+
+
+def _saved(error: BaseException, result: dict[str, Any], folder: Path) -> BaseException:
+    """Tell the plugin where the errored run was saved (`amb_saved`), so the reports count it apart."""
+    try:
+        error.amb_saved = (result, folder / "result.json")  # type: ignore[attr-defined]
+    except AttributeError:  # an exception type without a __dict__
+        pass
+    return error

@@ -45,7 +45,8 @@ def api_sessions(tmp_path_factory):
         scripts.add("resets", {"disconnect": True}, {"disconnect": True})
         a = run_session(root, *MOCK_MODEL, env=mock_env(server))
         facts["A"] = {"out": output(a), "rc": a.returncode, "runs": snapshot(root / "runs"),
-                      "requests": dict(scripts.requests)}
+                      "requests": dict(scripts.requests),
+                      "report": json.loads((root / "reports" / "amb-results.json").read_text())}
         scripts.clear()
         b = run_session(root, *MOCK_MODEL, "--amb-resume", env=mock_env(server))
         facts["B"] = {"out": output(b), "rc": b.returncode, "runs": snapshot(root / "runs"),
@@ -92,6 +93,15 @@ def test_outage_and_refusal_are_errors_with_their_runs_saved(api_sessions, recor
     assert re.search(r"\b2 errors?\b", summary), summary
     record_fault(record_property, "API outage past the retries; HTTP 401", "test ERROR, run files kept",
                  "ERROR x2; both runs saved (errored)")
+
+
+def test_errored_runs_reach_the_reports_counted_apart(api_sessions):
+    doc = api_sessions["A"]["report"]
+    by_id = {r["run_id"]: r for r in doc["runs"]}
+    assert by_id[rid("outage")]["errored"] and by_id[rid("auth")]["errored"]  # from the ERROR's setup report
+    assert not by_id[rid("malformed")].get("errored")
+    (model,) = [m for m in doc["aggregate"]["models"]]
+    assert (model["runs"], model["errored"]) == (len(TASKS) - 2, 2)  # in no score, counted apart
 
 
 def test_connection_resets_are_retried(api_sessions):
