@@ -9,9 +9,9 @@ PYTHON=${PYTHON:-python3}
 want_tests=0
 [ "${1:-}" = "--test" ] && want_tests=1
 
-# System packages: bubblewrap (the local sandbox), WordNet (METEOR); for tests also Chromium
+# System packages: bubblewrap (the local sandbox), a Java runtime (METEOR 1.5); for tests also Chromium
 # (the HTML report test), Docker's engine and debootstrap (the docker sandbox tests).
-apt_pkgs="bubblewrap wordnet-base wordnet-sense-index default-jre-headless"
+apt_pkgs="bubblewrap default-jre-headless"
 [ $want_tests = 1 ] && apt_pkgs="$apt_pkgs chromium docker.io debootstrap"
 if [ "${AMB_SKIP_APT:-0}" != 1 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     missing=""
