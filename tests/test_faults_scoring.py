@@ -266,3 +266,22 @@ def test_report_scoring_children_share_the_parents_meteor_process(tmp_path, monk
     assert report._METEOR is not None and report._METEOR is not jvm and report._METEOR.meteor_p.poll() is None
     record_fault(record_property, "report scoring child and the shared METEOR Java process",
                  "JVM stays the parent's; replaced after a dead child", "shared; replaced after a dead child")
+
+
+def test_scoring_waits_for_one_shot_threads_only():
+    """The bounded scorer waits for imports and METEOR's start before forking, never for a thread
+    that lives as long as the session (the progress poller): that stalled every run by 120 s."""
+    import threading
+
+    stop = threading.Event()
+    threads = [threading.Thread(target=stop.wait, name=name, daemon=True)
+               for name in ("amb-progress", "amb-import-report", "amb-meteor")]
+    for t in threads:
+        t.start()
+    try:
+        names = {t.name for t in scoring_guard.one_shot_threads()}
+        assert "amb-progress" not in names and {"amb-import-report", "amb-meteor"} <= names
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)

@@ -94,11 +94,21 @@ def _score(spec, outputs: Path, private: Path, public: Path, hook, grader: str |
     return track
 
 
+# The harness's one-shot background threads: imports (metrics.load_in_background, the reports'
+# ranking import) and METEOR's Java start. Long-lived ones (amb-progress polls until the session
+# ends) are not waited for: joining them would stall every run by the timeout.
+ONE_SHOT_THREADS = ("amb-import-", "amb-meteor")
+
+
+def one_shot_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate()
+            if t is not threading.current_thread() and t.name.startswith(ONE_SHOT_THREADS)]
+
+
 def _settle_background_threads(timeout_s: float = 120.0) -> None:
-    """Wait for the harness's own background threads (imports, warm-ups) before forking."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and thread.name.startswith("amb-"):
-            thread.join(timeout_s)
+    """Wait for the harness's own one-shot background threads (imports, warm-ups) before forking."""
+    for thread in one_shot_threads():
+        thread.join(timeout_s)
 
 
 def _view(outputs: Path, refused: set[str]) -> Path:
