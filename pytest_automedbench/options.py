@@ -59,6 +59,18 @@ def _under(root: Path, value: str) -> Path:
     return path if path.is_absolute() else root / path
 
 
+def check_prices_file(path: str) -> None:
+    """A missing --amb-prices file, with the file it was probably meant to be."""
+    from .suites import did_you_mean
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        siblings = [p.name for p in file.parent.glob("*.y*ml")] + [p.name for p in file.parent.glob("*.json")] \
+            if file.parent.is_dir() else []
+        raise SettingsError(f"--amb-prices={path}: no such file{did_you_mean(file.name, siblings)}")
+
+
+
 def settings_from(config) -> RunSettings:
     """The typed settings of a pytest session (raises SettingsError naming the option)."""
     from .agents.pricing import PriceFileError, load_prices
@@ -69,7 +81,6 @@ def settings_from(config) -> RunSettings:
 
     from .progress import MODES
     from .suites import did_you_mean
-    from .validate import check_prices_file
 
     tier = option("amb_tier")
     if tier not in TIER_CHOICES:

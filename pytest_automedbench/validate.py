@@ -147,12 +147,3 @@ def check_baseline(s: RunSettings) -> None:
     names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
     known = f"; saved baselines: {', '.join(names)}" if names else f"; none saved under {folder} yet (--amb-save=NAME)"
     raise SettingsError(f"--amb-compare={s.compare}: no baseline at {path}{did_you_mean(s.compare, names)}{known}")
-
-
-def check_prices_file(path: str) -> None:
-    """A missing --amb-prices file, with the file it was probably meant to be."""
-    file = Path(path).expanduser()
-    if not file.is_file():
-        siblings = [p.name for p in file.parent.glob("*.y*ml")] + [p.name for p in file.parent.glob("*.json")] \
-            if file.parent.is_dir() else []
-        raise SettingsError(f"--amb-prices={path}: no such file{did_you_mean(file.name, siblings)}")

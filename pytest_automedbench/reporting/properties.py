@@ -2,7 +2,7 @@
 
 Per run (flat builtins, so they survive pytest-xdist): the fired codes' E-codes / families, the
 `comparable` flag, the judge's fallback, and for a ReX-MLE run its percentile, medal and name
-(`rexmle.properties`); a ReX-MLE run's `amb_medal` is its ReX-MLE medal, not an A/B/C band.
+(`rexmle_properties`); a ReX-MLE run's `amb_medal` is its ReX-MLE medal, not an A/B/C band.
 Per session: the ReX-MLE Rank of each model as a <testsuite> property, added on the controller
 (where junitxml writes the file), so it works under pytest-xdist too.
 
@@ -27,15 +27,13 @@ def run_properties(r: dict[str, Any]) -> dict[str, Any]:
     if r.get("errored"):
         props["amb_errored"] = True
     if r.get("rexmle"):
-        from .. import rexmle  # pandas: already loaded by a worker that graded a ReX-MLE run
-
-        props.update(rexmle.properties(r))
+        props.update(rexmle_properties(r["rexmle"]))
         props["amb_medal"] = rex_report.run_medal(r)
     return props
 
 
 def rexmle_properties(section: dict[str, Any]) -> dict[str, Any]:
-    """A ReX-MLE run's properties from its result.json "rexmle" section (rexmle.properties uses this)."""
+    """A ReX-MLE run's properties from its result.json "rexmle" section."""
     pct = section.get("percentile")
     challenge = str(section.get("challenge") or "")
     props = {"amb_percentile": float(pct) if pct is not None else 0.0,  # a failed run counts 0, as in the Rank

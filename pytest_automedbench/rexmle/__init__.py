@@ -1,7 +1,7 @@
 """ReX-MLE mode: training-allowed challenges ranked against human leaderboards (docs/rexmle.md).
 
 `result_section` is what runner.py adds to result.json under "rexmle" for a task with a
-`rexmle:` section; `properties` the flat pytest properties; `ranking.benchmark_rank` the
+`rexmle:` section (its flat pytest properties: reporting.properties); `ranking.benchmark_rank` the
 cross-challenge ReX-MLE Rank for the reports.
 """
 from __future__ import annotations
@@ -117,17 +117,5 @@ def result_section(task, track, outputs: Path, data, record) -> dict[str, Any] |
     return section
 
 
-def properties(result: dict[str, Any]) -> dict[str, Any]:
-    """Flat builtin properties of a ReX-MLE run (none for other runs): amb_percentile (0.0 when failed),
-    amb_rexmle_medal (gold/silver/bronze/above median/none/FAIL), amb_rexmle_challenge and its paper
-    name, amb_rexmle_failed, amb_rexmle_mean_position, amb_rexmle_n_humans."""
-    section = result.get("rexmle")
-    if not section:
-        return {}
-    from ..reporting.properties import rexmle_properties
-
-    return rexmle_properties(section)
-
-
 __all__ = ["Leaderboard", "LeaderboardError", "Ranking", "benchmark_rank", "leaderboard_for", "load_leaderboard",
-           "properties", "rank_agent", "result_section"]
+           "rank_agent", "result_section"]
