@@ -92,6 +92,25 @@ def test_near_misses_do_not_fire(tmp_path):
     assert "TSK-TRAINING" not in codes_of(tmp_path, **CASES["TSK-TRAINING"], inference_only=False)
 
 
+COMPLETENESS_CHECK = (
+    "import json, os\nout = os.environ['AMB_OUTPUT_DIR']\ncases = json.load(open('cases.json'))\n"
+    "missing = [c for c in cases if not os.path.isfile(os.path.join(out, c, 'report.txt'))\n"
+    "           or not open(os.path.join(out, c, 'report.txt')).read().strip()]\n"
+    "print(len(cases) - len(missing), 'of', len(cases), 'written; missing', missing)\nassert not missing")
+
+
+def test_a_completeness_check_by_file_existence_checks_the_outputs(tmp_path):
+    # The demo report reference checks its outputs this way: cases picked by a test on the output
+    # files, printed and asserted. The same cell picking cases by a test that never looks at an
+    # output file checks nothing.
+    head = good_cells()[:6]
+    assert "VER-UNCHECKED" not in codes_of(tmp_path, head + [cell(COMPLETENESS_CHECK, stdout="3 of 3 written; missing []\n")])
+    blind = COMPLETENESS_CHECK.replace("not os.path.isfile(os.path.join(out, c, 'report.txt'))\n", "not c\n") \
+        .replace("or not open(os.path.join(out, c, 'report.txt')).read().strip()", "or not c.strip()")
+    assert "isfile" not in blind and "open(os.path" not in blind
+    assert "VER-UNCHECKED" in codes_of(tmp_path, head + [cell(blind, stdout="3 of 3 written; missing []\n")])
+
+
 def test_wrong_path_outputs_outside_the_output_folder(tmp_path):
     rec = make_record(good_cells())
     ws = make_workspace(tmp_path)

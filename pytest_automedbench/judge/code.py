@@ -359,14 +359,18 @@ class _Python:
                 return t | {RES}
             return t
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            tested: set[str] = set()
             for gen in node.generators:
                 self.bind(gen.target, self.expr(gen.iter, check), None)
                 self.loop(gen.target)
                 for cond in gen.ifs:
-                    self.expr(cond, check=True)
+                    tested |= self.expr(cond, check=True)
+            # Items picked by a test on outputs ([s for s in cases if not isfile(out / s)]) are about
+            # the outputs: printing or asserting on them inspects the outputs.
+            picked = tested & LOOKED_AT
             if isinstance(node, ast.DictComp):
-                return self.expr(node.key, check) | self.expr(node.value, check)
-            return self.expr(node.elt, check)
+                return self.expr(node.key, check) | self.expr(node.value, check) | picked
+            return self.expr(node.elt, check) | picked
         if isinstance(node, ast.Lambda):
             return self.expr(node.body, check)
         if isinstance(node, ast.IfExp):  # a value chosen by a test on data ("yes" if x.mean() > t) is a decision
@@ -448,6 +452,8 @@ class _Python:
             return given | prop
         given = given | prop
         if last in V.RANGE_CHECKS or last in V.SHAPE_CHECKS or (last.startswith("is") and last not in V.BUILTINS):
+            if last in V.EXISTENCE_CHECKS and OUTP in given:
+                given = given | {OUT}  # whether an output file exists is a check of the outputs (a count)
             if given & LOOKED_AT:
                 shape = last in V.SHAPE_CHECKS or LIST in given
                 self.note("shape_checks" if shape else "range_checks", line)

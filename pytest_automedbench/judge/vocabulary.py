@@ -53,6 +53,7 @@ RANGE_CHECKS = frozenset(
     "array_equal count_nonzero nanmin nanmax nanmean any all value_counts describe Counter issubset "
     "issuperset amin amax ptp median nunique argmax argmin".split())
 SHAPE_CHECKS = frozenset("len exists isfile is_file".split())
+EXISTENCE_CHECKS = frozenset("exists isfile is_file".split())
 SHAPE_ATTRS = frozenset("shape size ndim".split())
 # Properties of the input a compatibility check looks at (at least two kinds).
 COMPAT_PROPS = {
