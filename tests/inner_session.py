@@ -66,6 +66,26 @@ def case_facts(runs: Path, task_id: str) -> dict:
             "run_dir": str(run_dir)}
 
 
+def session_folder(tmp_path_factory) -> Path:
+    """The test session's temporary folder, shared by its xdist workers."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once_per_session(tmp_path_factory, name: str, compute: Callable[[Path], dict]) -> dict:
+    """`compute(root)`'s JSON facts, computed once per test session: the first xdist worker to ask
+    runs it in a fresh folder <session>/<name> and writes <session>/<name>.json; the others read it."""
+    shared = session_folder(tmp_path_factory)
+    facts_file = shared / f"{name}.json"
+    with FileLock(str(facts_file) + ".lock"):
+        if not facts_file.exists():
+            root = shared / name
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            facts_file.write_text(json.dumps(compute(root)))
+    return json.loads(facts_file.read_text())
+
+
 def session_facts(name: str, request, tmp_path_factory, run: Callable[[str, Path, dict | None], dict]) -> dict:
     """`run(backend, root, docker)`'s facts for the backend `request.param`, computed once per test
     session (shared by its xdist workers through a file under the session's temporary folder)."""
@@ -73,17 +93,7 @@ def session_facts(name: str, request, tmp_path_factory, run: Callable[[str, Path
     if backend == "local" and not shutil.which("bwrap"):
         pytest.skip(f"the local {name} session needs bubblewrap (apt-get install bubblewrap)")
     docker = request.getfixturevalue("docker_host") if backend == "docker" else None
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, shared by its xdist workers
-    facts_file = shared / f"{name}-{backend}.json"
-    with FileLock(str(facts_file) + ".lock"):
-        if not facts_file.exists():
-            root = shared / f"{name}-{backend}"
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir()
-            facts_file.write_text(json.dumps(run(backend, root, docker)))
-    facts = json.loads(facts_file.read_text())
+    facts = once_per_session(tmp_path_factory, f"{name}-{backend}", lambda root: run(backend, root, docker))
     facts["backend"] = backend
     return facts
 

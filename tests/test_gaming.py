@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from filelock import FileLock
 
 from conftest import FIXTURES
+from inner_session import once_per_session
 from pytest_automedbench.judge.llm import CLOSE, OPEN
 from pytest_automedbench.judge.rubric import load_rubric
 from pytest_automedbench.testing import MockLLMServer
@@ -97,17 +97,7 @@ def run_gaming(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def gaming(tmp_path_factory):
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, shared by its xdist workers
-    facts_file = shared / "gaming.json"
-    with FileLock(str(facts_file) + ".lock"):
-        if not facts_file.exists():
-            root = shared / "gaming"
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir()
-            facts_file.write_text(json.dumps(run_gaming(root)))
-    return json.loads(facts_file.read_text())
+    return once_per_session(tmp_path_factory, "gaming", run_gaming)
 
 
 def over_ceiling(spec: dict, r: dict) -> list[str]:

@@ -29,6 +29,7 @@ import pytest
 import yaml
 from filelock import FileLock
 
+from inner_session import session_folder
 from leaks.session import CASES, REPO, demo_runs, demo_tasks
 
 MAX_BYTES = 40 << 20  # files larger than this are models / libraries, not data an answer could hide in
@@ -303,13 +304,6 @@ def items_of(root: Path, side: str, limit: int = 8):
     return out[:limit]
 
 
-def _shared(tmp_path_factory) -> Path:
-    import os
-
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     return demo_runs(tmp_path_factory)
@@ -318,7 +312,7 @@ def runs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def leak_hits(runs, tmp_path_factory):
     """{task id: [hits]}: one scan of everything readable for every task's answers at once."""
-    out = _shared(tmp_path_factory) / "leak-scan.json"
+    out = session_folder(tmp_path_factory) / "leak-scan.json"
     with FileLock(str(out) + ".lock"):
         if not out.exists():
             data = Path(runs["data_dir"])

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import yaml
-from filelock import FileLock
+
+from inner_session import once_per_session
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "task_suites" / "demo"
@@ -95,14 +96,4 @@ def run_session(root: Path) -> dict:
 
 def demo_runs(tmp_path_factory) -> dict:
     """The session's facts: {"tasks": {task id: {role: result.json dict or None}}, "data_dir", ...}."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, shared by its xdist workers
-    facts_file = shared / "demo-runs.json"
-    with FileLock(str(facts_file) + ".lock"):
-        if not facts_file.exists():
-            root = shared / "demo-runs"
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir()
-            facts_file.write_text(json.dumps(run_session(root)))
-    return json.loads(facts_file.read_text())
+    return once_per_session(tmp_path_factory, "demo-runs", run_session)
