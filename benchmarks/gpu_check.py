@@ -54,6 +54,8 @@ for _ in range(batches):
 print("AMB-GPU-PROBE " + json.dumps({{"tflops": statistics.median(rates), "device": torch.cuda.get_device_name(0),
                                      "count": torch.cuda.device_count()}}))
 """
+DEMO_SELECTION = ["-m", "lite or rexmle"]  # scripts/demo.sh's: the ten demo tasks
+LOGS = REPO / "benchmarks" / "results"  # each demo run's pytest output: gpu_check_cpu.log, gpu_check_gpu.log
 SCORE_TOLERANCE = (0.02, 1e-3)  # relative, absolute
 OVERALL_TOLERANCE = 1.0
 
@@ -101,9 +103,12 @@ def throughput(gpu: str, backend: str, rounds: int, code: str) -> dict:
 
 def demo_runs(args: list[str], where: Path) -> tuple[dict[str, dict], int, str]:
     """The demo suite's results by run id, pytest's exit status and its output's tail."""
-    cmd = [sys.executable, "-m", "pytest", str(REPO / "task_suites" / "demo"), "-p", "no:cacheprovider", "-q",
-           "--amb-model=reference", f"--amb-runs-dir={where / 'runs'}", f"--amb-report-dir={where / 'reports'}", *args]
+    cmd = [sys.executable, "-m", "pytest", str(REPO / "task_suites" / "demo"), "-p", "no:cacheprovider", "-q", "-rfE",
+           *DEMO_SELECTION, "--amb-model=reference", f"--amb-runs-dir={where / 'runs'}",
+           f"--amb-report-dir={where / 'reports'}", *args]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    (LOGS / f"gpu_check_{where.name}.log").write_text(out.stdout + out.stderr)
     results = where / "reports" / "amb-results.json"
     if not results.exists():
         raise RuntimeError(f"{' '.join(cmd)} wrote no results ({out.returncode}):\n{out.stdout[-3000:]}")
@@ -178,7 +183,7 @@ def main() -> int:
         failures.append(f"the sandbox sees {t['sandbox_sees']} GPUs, not 1")
     if not args.skip_demo:
         with tempfile.TemporaryDirectory() as tmp:
-            cpu, cpu_exit, _ = demo_runs(["-n", str(args.workers)], Path(tmp) / "cpu")
+            cpu, cpu_exit, cpu_tail = demo_runs(["-n", str(args.workers)], Path(tmp) / "cpu")
             gpu, gpu_exit, gpu_tail = demo_runs(["-n", str(args.workers), f"--amb-gpus={args.gpu}",
                                                  f"--amb-sandbox={args.backend}"], Path(tmp) / "gpu")
         problems = compare_demo(cpu, gpu)
@@ -192,8 +197,11 @@ def main() -> int:
         for p in problems:
             print(f"    {p}")
         failures += problems
-        if gpu_exit != cpu_exit:
-            failures.append(f"pytest exit {cpu_exit} on CPU, {gpu_exit} on GPU:\n{gpu_tail}")
+        # Equal outcomes are not enough: the reference agent must pass every demo task on both.
+        for where, code, tail in (("CPU", cpu_exit, cpu_tail), ("GPU", gpu_exit, gpu_tail)):
+            if code != 0:
+                failures.append(f"the demo suite on {where} exited {code} (see {LOGS}/gpu_check_{where.lower()}.log):"
+                                f"\n{tail}")
     print(f"record: {record('gpu_check', figures)}")
     print("gpu_check: " + ("PASS" if not failures else "FAIL\n  " + "\n  ".join(failures)))
     return 1 if failures else 0

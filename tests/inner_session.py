@@ -48,7 +48,8 @@ def run_session(root: Path, backend: str, docker: dict | None, args: list[str] =
     """`pytest suite --amb-model=reference` in `root` on `backend` (the harness's checkout and the
     suite on PYTHONPATH, plus `pythonpath`)."""
     full_env = dict(os.environ, **(env or {}),
-                    PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite"), *pythonpath]))
+                    PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite"), *pythonpath,
+                                                *filter(None, [os.environ.get("PYTHONPATH")])]))
     for key in [k for k, v in full_env.items() if v is None] + ["PYTEST_XDIST_WORKER"]:
         full_env.pop(key, None)
     cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",

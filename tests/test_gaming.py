@@ -77,7 +77,8 @@ def run_gaming(root: Path) -> dict:
     runs = root / "runs"
     with MockLLMServer([], responder=gullible_judge) as server:
         env = dict(os.environ, OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY="gaming",
-                   PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite")]))
+                   PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite"),
+                                              *filter(None, [os.environ.get("PYTHONPATH")])]))
         env.pop("PYTEST_XDIST_WORKER", None)
         cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
                "--amb-tier=standard", "--amb-judge=openai:gaming-judge", "--amb-retry-delay=0",

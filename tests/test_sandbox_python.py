@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import venv
@@ -23,6 +24,19 @@ REPO = Path(__file__).resolve().parent.parent
 backends = pytest.mark.parametrize("bwrap", [
     pytest.param("1", marks=pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")),
     "0"])
+
+
+def venv_with_these_packages(env_dir: Path) -> Path:
+    """A venv under /tmp that imports what this interpreter imports. system_site_packages reaches the
+    base installation only: where the tests themselves run in a venv (a GPU box's CUDA torch venv) or
+    take packages from PYTHONPATH, a .pth file names those folders (never this checkout)."""
+    venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(env_dir)
+    folders = [*site.getsitepackages(), site.getusersitepackages(),
+               *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    keep = [f for f in dict.fromkeys(folders) if f and Path(f).is_dir() and Path(f).resolve() != REPO]
+    site_packages = next(env_dir.glob("lib/python*/site-packages"))
+    (site_packages / "amb_test_base.pth").write_text("\n".join(keep) + "\n")
+    return env_dir
 
 
 def config(root: Path, **kw):
@@ -71,8 +85,7 @@ def test_target_dir_on_pythonpath_is_importable_and_read_only(bwrap, dont_write,
 def test_cells_run_with_a_venv_under_tmp(bwrap, folders, monkeypatch):
     """--amb-python=<a venv under /tmp> (made here with the installed packages as its base)."""
     monkeypatch.setenv("AMB_NO_BWRAP", "0" if bwrap == "1" else "1")
-    env_dir = folders / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(env_dir)
+    env_dir = venv_with_these_packages(folders / "venv")
     with PolicyGuard(LocalSandbox(config(folders, python=str(env_dir)))) as sb:
         r = sb.exec("import sys, nibabel\nprint(sys.prefix)")
     assert r.exit_code == 0 and not r.violations, r
@@ -81,8 +94,7 @@ def test_cells_run_with_a_venv_under_tmp(bwrap, folders, monkeypatch):
 
 def test_harness_running_from_a_venv_under_tmp(folders):
     """The harness's own interpreter is a venv under /tmp (common in CI): cells still run, with it."""
-    env_dir = folders / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(env_dir)
+    env_dir = venv_with_these_packages(folders / "venv")
     script = f"""
 import json, sys
 from pathlib import Path
