@@ -1,6 +1,7 @@
 """Folders and a SandboxConfig for the sandbox tests (test_sandbox*.py, test_honest.py)."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,16 @@ def folders(tmp_path):
     (tmp_path / "private" / "CANARY.txt").write_text("secret")
     (tmp_path / "ws").mkdir()
     return tmp_path
+
+
+@pytest.fixture(params=["bubblewrap", "none"])
+def isolation(request, monkeypatch):
+    """The local sandbox once with bubblewrap (skipped where it is not installed) and once without
+    (AMB_NO_BWRAP=1: the guard's fallback); the test reads which from the value."""
+    if request.param == "bubblewrap" and not shutil.which("bwrap"):
+        pytest.skip("bubblewrap is not installed")
+    monkeypatch.setenv("AMB_NO_BWRAP", "0" if request.param == "bubblewrap" else "1")
+    return request.param
 
 
 def config(root: Path, **kw) -> SandboxConfig:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import config, folders  # noqa: F401  (folders is a fixture)
+from sandbox_helpers import config, folders, isolation  # noqa: F401  (fixtures)
 
 from conftest import read_results, sandbox_args
 from pytest_automedbench.sandbox import isolation_of
@@ -167,13 +167,9 @@ needs_pids_cgroup = pytest.mark.skipif(not pids_cgroup_here() or not shutil.whic
 
 
 @needs_pids_cgroup
-@pytest.mark.parametrize("bwrap", ["1", "0"])
-def test_cells_are_born_inside_the_cap_through_one_launcher(bwrap, folders, monkeypatch):
+def test_cells_are_born_inside_the_cap_through_one_launcher(isolation, folders):
     """One launcher joins the pids cgroup; cells fork from it, see none of its files, and the
     per-cell sweep of leftovers spares it. If it dies, the next cell joins the cgroup itself."""
-    if bwrap == "1" and not shutil.which("bwrap"):
-        pytest.skip("bubblewrap is not installed")
-    monkeypatch.setenv("AMB_NO_BWRAP", "0" if bwrap == "1" else "1")
     probe = ("import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')));"
              "print(os.getpid(), os.getppid(), os.getsid(0) == os.getpid())")
     with LocalSandbox(config(folders, max_processes=40)) as sb:
@@ -183,7 +179,7 @@ def test_cells_are_born_inside_the_cap_through_one_launcher(bwrap, folders, monk
         assert r.exit_code == 0, r.stderr
         fds = eval(r.stdout.splitlines()[0])
         assert fds[:3] == [0, 1, 2] and len(fds) <= 4, fds  # 3: the listing's own handle, nothing else
-        if bwrap == "0":  # without a pid namespace: the cell is the launcher's child, a session leader
+        if isolation == "none":  # without a pid namespace: the cell is the launcher's child, a session leader
             pid, ppid, leader = r.stdout.split()[-3:]
             assert int(ppid) == launcher.pid and leader == "True"
         r = sb.exec("sleep 300 > /dev/null 2>&1 &\necho started", "bash")
@@ -196,7 +192,7 @@ def test_cells_are_born_inside_the_cap_through_one_launcher(bwrap, folders, monk
         launcher.proc.wait()
         r = sb.exec("import os; print(open('/proc/self/cgroup').read())")
         assert r.exit_code == 0 and sb._launcher is None, r.stderr
-        if bwrap == "0":
+        if isolation == "none":
             assert f"/{group.name}\n" in r.stdout  # v1 "N:pids:/<group>", v2 "0::/<parent>/<group>"
     assert not group.exists()
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import config, folders  # noqa: F401  (folders is a fixture)
+from sandbox_helpers import config, folders, isolation  # noqa: F401  (fixtures)
 import requests
 
 from pytest_automedbench.sandbox import gpus as gpus_module
@@ -157,11 +156,7 @@ print("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0), os.envir
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("bwrap", ["1", "0"])
-def test_cuda_works_in_the_local_sandbox_with_the_default_memory_cap(bwrap, folders, monkeypatch):
-    if bwrap == "1" and not shutil.which("bwrap"):
-        pytest.skip("bubblewrap is not installed")
-    monkeypatch.setenv("AMB_NO_BWRAP", "0" if bwrap == "1" else "1")
+def test_cuda_works_in_the_local_sandbox_with_the_default_memory_cap(isolation, folders):
     with PolicyGuard(LocalSandbox(config(folders, gpus=["0"]))) as sb:  # default --amb-memory
         assert sb.memory_limit_mode != "rlimit-as"
         r = sb.exec(CUDA_PROBE)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import site
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import config as sandbox_config, folders  # noqa: F401  (folders is a fixture)
+from sandbox_helpers import config as sandbox_config, folders, isolation  # noqa: F401  (fixtures)
 
 from pytest_automedbench.sandbox import SandboxError
 from pytest_automedbench.sandbox.docker import DockerSandbox
@@ -21,11 +20,6 @@ from pytest_automedbench.sandbox.local import LocalSandbox
 from pytest_automedbench.sandbox.pythonenv import agent_python, resolve_interpreter
 
 REPO = Path(__file__).resolve().parent.parent
-backends = pytest.mark.parametrize("bwrap", [
-    pytest.param("1", marks=pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")),
-    "0"])
-
-
 def venv_with_these_packages(env_dir: Path) -> Path:
     """A venv under /tmp that imports what this interpreter imports. system_site_packages reaches the
     base installation only: where the tests themselves run in a venv (a GPU box's CUDA torch venv) or
@@ -54,13 +48,11 @@ def make_target(root: Path) -> Path:
     return root
 
 
-@backends
 @pytest.mark.parametrize("dont_write", [None, "1"], ids=["bytecode", "PYTHONDONTWRITEBYTECODE"])
-def test_target_dir_on_pythonpath_is_importable_and_read_only(bwrap, dont_write, folders, monkeypatch):
+def test_target_dir_on_pythonpath_is_importable_and_read_only(isolation, dont_write, folders, monkeypatch):
     """A --target folder under /tmp on the harness's PYTHONPATH: importable in the cell, bytecode
     caching there is quietly skipped (with and without PYTHONDONTWRITEBYTECODE, which cells inherit
     from the harness: CI machines set it, users' machines do not), and no violation."""
-    monkeypatch.setenv("AMB_NO_BWRAP", "0" if bwrap == "1" else "1")
     if dont_write:
         monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", dont_write)
     else:
@@ -76,15 +68,13 @@ def test_target_dir_on_pythonpath_is_importable_and_read_only(bwrap, dont_write,
     assert writes.stdout.split() == ["42", str(bool(dont_write))] and not writes.violations, writes
     assert other.stdout.split() == ["42", str(not dont_write)] and not other.violations, other
     assert "1.0" in listed.stdout and not listed.violations, listed
-    if bwrap == "1":  # read-only there (the unisolated fallback lets a cell write anywhere in /tmp)
+    if isolation == "bubblewrap":  # read-only there (the unisolated fallback lets a cell write anywhere in /tmp)
         cache = target / "amb_target_pkg" / "__pycache__"
         assert not cache.exists() or not list(cache.iterdir())
 
 
-@backends
-def test_cells_run_with_a_venv_under_tmp(bwrap, folders, monkeypatch):
+def test_cells_run_with_a_venv_under_tmp(isolation, folders):
     """--amb-python=<a venv under /tmp> (made here with the installed packages as its base)."""
-    monkeypatch.setenv("AMB_NO_BWRAP", "0" if bwrap == "1" else "1")
     env_dir = venv_with_these_packages(folders / "venv")
     with PolicyGuard(LocalSandbox(config(folders, python=str(env_dir)))) as sb:
         r = sb.exec("import sys, nibabel\nprint(sys.prefix)")
@@ -117,11 +107,9 @@ print(json.dumps([r.exit_code, r.stdout, r.stderr, r.violations]))
     assert stdout.split() == [str(env_dir), "False"]  # its interpreter; the plugin's source out of sight
 
 
-@backends
-def test_benchmark_material_on_sys_path_stays_out_of_sight(bwrap, folders, monkeypatch):
+def test_benchmark_material_on_sys_path_stays_out_of_sight(isolation, folders, monkeypatch):
     """PYTHONPATH folders holding task files are not mounted; forbidden folders (runs, data) inside a
     mounted one are hidden; the plugin's own source never shows."""
-    monkeypatch.setenv("AMB_NO_BWRAP", "0" if bwrap == "1" else "1")
     suite = folders / "suite"
     suite.mkdir()
     (suite / "x.task.yaml").write_text("id: x\n")
@@ -143,7 +131,7 @@ except ImportError:
 """)
         runs = sb.inner.exec(f"ls {project}/runs | wc -l", "bash")  # the guard would refuse to name it
     assert r.stdout.split()[:4] == ["target", "True", "suite", "False"], r
-    if bwrap == "1":  # hidden by the sandbox (the unisolated fallback has only the guard)
+    if isolation == "bubblewrap":  # hidden by the sandbox (the unisolated fallback has only the guard)
         assert r.stdout.split()[4:] == ["plugin", "False"], r
         assert runs.stdout.strip() == "0", runs
 
