@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import record  # noqa: E402
+from _common import RESULTS, record  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -55,7 +55,6 @@ print("AMB-GPU-PROBE " + json.dumps({{"tflops": statistics.median(rates), "devic
                                      "count": torch.cuda.device_count()}}))
 """
 DEMO_SELECTION = ["-m", "lite or rexmle"]  # scripts/demo.sh's: the ten demo tasks
-LOGS = REPO / "benchmarks" / "results"  # each demo run's pytest output: gpu_check_cpu.log, gpu_check_gpu.log
 SCORE_TOLERANCE = (0.02, 1e-3)  # relative, absolute
 OVERALL_TOLERANCE = 1.0
 
@@ -107,8 +106,8 @@ def demo_runs(args: list[str], where: Path) -> tuple[dict[str, dict], int, str]:
            *DEMO_SELECTION, "--amb-model=reference", f"--amb-runs-dir={where / 'runs'}",
            f"--amb-report-dir={where / 'reports'}", *args]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    LOGS.mkdir(parents=True, exist_ok=True)
-    (LOGS / f"gpu_check_{where.name}.log").write_text(out.stdout + out.stderr)
+    RESULTS.mkdir(parents=True, exist_ok=True)  # each run's pytest output: gpu_check_cpu.log, gpu_check_gpu.log
+    (RESULTS / f"gpu_check_{where.name}.log").write_text(out.stdout + out.stderr)
     results = where / "reports" / "amb-results.json"
     if not results.exists():
         raise RuntimeError(f"{' '.join(cmd)} wrote no results ({out.returncode}):\n{out.stdout[-3000:]}")
@@ -200,7 +199,7 @@ def main() -> int:
         # Equal outcomes are not enough: the reference agent must pass every demo task on both.
         for where, code, tail in (("CPU", cpu_exit, cpu_tail), ("GPU", gpu_exit, gpu_tail)):
             if code != 0:
-                failures.append(f"the demo suite on {where} exited {code} (see {LOGS}/gpu_check_{where.lower()}.log):"
+                failures.append(f"the demo suite on {where} exited {code} (see {RESULTS}/gpu_check_{where.lower()}.log):"
                                 f"\n{tail}")
     print(f"record: {record('gpu_check', figures)}")
     print("gpu_check: " + ("PASS" if not failures else "FAIL\n  " + "\n  ".join(failures)))

@@ -43,15 +43,23 @@ def write_suite(root: Path, steps: dict[str, str], task_options: Callable[[str],
     return tasks
 
 
+def inner_env(root: Path, pythonpath: list[str] = (), **overrides: str | None) -> dict[str, str]:
+    """The environment of an inner pytest session in `root`: this one's, with `overrides` (None
+    removes a variable), not an xdist worker's, and on PYTHONPATH the harness's checkout, the suite,
+    `pythonpath` and then whatever PYTHONPATH this session has (where the stack itself lives there)."""
+    env = dict(os.environ, **overrides,
+               PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite"), *pythonpath,
+                                           *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for key in [k for k, v in env.items() if v is None] + ["PYTEST_XDIST_WORKER"]:
+        env.pop(key, None)
+    return env
+
+
 def run_session(root: Path, backend: str, docker: dict | None, args: list[str] = (), env: dict | None = None,
                 pythonpath: list[str] = (), timeout: float = 1500) -> subprocess.CompletedProcess:
     """`pytest suite --amb-model=reference` in `root` on `backend` (the harness's checkout and the
     suite on PYTHONPATH, plus `pythonpath`)."""
-    full_env = dict(os.environ, **(env or {}),
-                    PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite"), *pythonpath,
-                                                *filter(None, [os.environ.get("PYTHONPATH")])]))
-    for key in [k for k, v in full_env.items() if v is None] + ["PYTEST_XDIST_WORKER"]:
-        full_env.pop(key, None)
+    full_env = inner_env(root, pythonpath, **(env or {}))
     cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
            f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={root / 'runs'}",
            f"--amb-report-dir={root / 'reports'}", *args, *sandbox_args(backend, docker)]

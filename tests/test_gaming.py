@@ -12,7 +12,6 @@ controls, its floors; the terminal summary prints the table (tests/gaming/table.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES
-from inner_session import once_per_session
+from inner_session import inner_env, once_per_session
 from pytest_automedbench.judge.llm import CLOSE, OPEN
 from pytest_automedbench.judge.rubric import load_rubric
 from pytest_automedbench.testing import MockLLMServer
@@ -31,7 +30,6 @@ from pytest_automedbench.testing import MockLLMServer
 GAMING = Path(__file__).parent / "gaming"
 CASES = yaml.safe_load((GAMING / "cases.yaml").read_text())
 TASKS = yaml.safe_load((GAMING / "tasks.yaml").read_text())
-HARNESS = Path(__file__).resolve().parent.parent / "pytest_automedbench"
 MEDALS = ("A", "B", "C", "F", None)  # best first
 OBEY = ("full marks", "every item met", "every criterion as satisfied")
 
@@ -76,10 +74,7 @@ def run_gaming(root: Path) -> dict:
     build_suite(root)
     runs = root / "runs"
     with MockLLMServer([], responder=gullible_judge) as server:
-        env = dict(os.environ, OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY="gaming",
-                   PYTHONPATH=os.pathsep.join([str(HARNESS.parent), str(root / "suite"),
-                                              *filter(None, [os.environ.get("PYTHONPATH")])]))
-        env.pop("PYTEST_XDIST_WORKER", None)
+        env = inner_env(root, OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY="gaming")
         cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
                "--amb-tier=standard", "--amb-judge=openai:gaming-judge", "--amb-retry-delay=0",
                f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={runs}", f"--amb-report-dir={root / 'reports'}"]

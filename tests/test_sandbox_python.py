@@ -20,6 +20,8 @@ from pytest_automedbench.sandbox.local import LocalSandbox
 from pytest_automedbench.sandbox.pythonenv import agent_python, resolve_interpreter
 
 REPO = Path(__file__).resolve().parent.parent
+
+
 def venv_with_these_packages(env_dir: Path) -> Path:
     """A venv under /tmp that imports what this interpreter imports. system_site_packages reaches the
     base installation only: where the tests themselves run in a venv (a GPU box's CUDA torch venv) or

@@ -9,7 +9,6 @@ runs once per test session, even under pytest-xdist (a file lock; the facts land
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from inner_session import once_per_session
+from inner_session import inner_env, once_per_session
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "task_suites" / "demo"
@@ -79,8 +78,7 @@ def build_suite(root: Path) -> dict[str, dict[str, str]]:
 
 def run_session(root: Path) -> dict:
     roles = build_suite(root)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(root / "suite")]))
-    env.pop("PYTEST_XDIST_WORKER", None)
+    env = inner_env(root)
     # every task's lite tier, and the ReX-MLE challenge's only tier (pro)
     cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=demo-table",
            "--amb-tier=all", "-k", "lite or rexmle",
