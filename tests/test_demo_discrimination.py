@@ -1,7 +1,9 @@
 """The demo suite measures something: per demo task the null agent, a naive baseline and the
 reference solution, run in one inner session (tests/leaks/session.py), are printed as a table and
 spread apart. Assertions are about floors and margins computed from the runs, never about fixed
-scores, so they hold after a metric changes and whatever secret the data were drawn with."""
+scores, so they hold after a metric changes and whatever secret the data were drawn with. The one
+fixed figure, a task's medal bands, must lie off the reference's score on every secret:
+benchmarks/demo_spread.py measures each check's margin over many secrets (docs/benchmarks.md)."""
 from __future__ import annotations
 
 import re
@@ -65,7 +67,8 @@ def test_medal_bands_come_with_a_reason_and_stay_off_the_reference(task_id, runs
     for name in ("A", "B"):
         band = offset + medals[name]
         assert abs(metric - band) >= BAND_GAP or "near the reference" in medals["reason"], (
-            f"{task_id}: band {name} = {band:.4f} is within 1 point of the reference's {metric:.4f}")
+            f"{task_id}: band {name} = {band:.4f} is within 1 point of the reference's {metric:.4f} on this "
+            f"secret; see the reference's spread over many: benchmarks/demo_spread.py --tasks {task_id}")
 
 
 def test_docs_table_lists_every_demo_task():

@@ -101,7 +101,7 @@ def fit_centroids(images: dict[str, np.ndarray], per_class: int, secret: int, ha
     }
 
 
-def prepare(public: Path, private: Path, per_class: int = 10, train_per_class: int = 40,
+def prepare(public: Path, private: Path, per_class: int = 40, train_per_class: int = 40,
             secret: int | None = None) -> None:
     from PIL import Image
 

@@ -67,7 +67,9 @@ def write_card(public: Path, folder: str, card: dict) -> None:
 def deformed_slice(hu: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The slice under a random flip, rotation, zoom and smooth warp, with 2-4 lesion-like ellipses."""
     a = orient(hu, int(rng.integers(8)))
-    coords = warp_coordinates(a.shape, rng, amplitude=3.0, max_rot_deg=20, max_shift=6, max_zoom=0.1)
+    # 8-20 degrees either way: up to 20 either way let the largest NCC of a target against the
+    # package slice reach 0.95 over sixty secrets (the leak test's line is 0.98)
+    coords = warp_coordinates(a.shape, rng, amplitude=3.0, max_rot_deg=20, max_shift=6, max_zoom=0.1, min_rot_deg=8)
     out = warp(a, coords, order=1, mode="reflect")
     rr, cc = np.mgrid[:a.shape[0], :a.shape[1]]
     for _ in range(int(rng.integers(2, 5))):
@@ -153,8 +155,9 @@ def deformed_slab(volume: np.ndarray, z: int, slab: int, shape_xy: tuple[int, in
     if rng.random() < 0.5:
         block = block[::-1]
     coords = warp_coordinates(block.shape, rng, amplitude=2.5, max_rot_deg=0, max_shift=2, max_zoom=0.06)
-    # 8-15 degrees either way: a smaller turn left some slabs within NCC 0.98 of a template slice
-    rot = np.deg2rad(rng.uniform(8, 15) * rng.choice([-1.0, 1.0]))
+    # 12-20 degrees either way: a smaller turn left some slabs within NCC 0.98 of a template slice
+    # (under 8 degrees), and at 8-15 the largest NCC over twenty secrets still reached 0.93
+    rot = np.deg2rad(rng.uniform(12, 20) * rng.choice([-1.0, 1.0]))
     centre = (np.array(block.shape[:2], float) - 1) / 2
     xy = coords[:2] - centre[:, None, None, None]
     coords[:2] = np.stack([np.cos(rot) * xy[0] - np.sin(rot) * xy[1],

@@ -109,7 +109,7 @@ def render(findings: set[str], rng: np.random.Generator) -> np.ndarray:
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def prepare(public: Path, private: Path, n_studies: int = 32, n_bank: int = 120, secret: int | None = None) -> None:
+def prepare(public: Path, private: Path, n_studies: int = 96, n_bank: int = 120, secret: int | None = None) -> None:
     import torch
 
     secret, _ = secret_rng(private, secret)

@@ -76,13 +76,15 @@ def build_suite(root: Path) -> dict[str, dict[str, str]]:
     return roles
 
 
-def run_session(root: Path) -> dict:
+def run_session(root: Path, args: list[str] = ()) -> dict:
+    """Run the suite in `root` (extra pytest `args`, e.g. -n 2); its facts as demo_runs returns them."""
     roles = build_suite(root)
     env = inner_env(root)
     # every task's lite tier, and the ReX-MLE challenge's only tier (pro)
     cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=demo-table",
            "--amb-tier=all", "-k", "lite or rexmle",
-           f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={root / 'runs'}", f"--amb-report-dir={root / 'reports'}"]
+           f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={root / 'runs'}", f"--amb-report-dir={root / 'reports'}",
+           *args]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=3000)
     results_file = root / "reports" / "amb-results.json"
     runs = {r["task_id"]: r for r in json.loads(results_file.read_text())["runs"]} if results_file.exists() else {}
