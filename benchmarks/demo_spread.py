@@ -1,6 +1,7 @@
 """How far every demo check's threshold lies from what the agents score, over many secrets.
 
-    python benchmarks/demo_spread.py [--secrets 20] [--workers 2] [--keep DIR]
+    python benchmarks/demo_spread.py [--secrets 20] [--workers 2] [--tasks ID,...] [--keep DIR]
+    python benchmarks/demo_spread.py --from-json FILE   # the table of saved draws, against today's bands
 
 Each demo task's data are drawn from a secret chosen when they are prepared, so one CI run sees one
 draw. A medal band, a margin or a leak bound that a draw can cross fails CI now and then: that
@@ -37,14 +38,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO / "tests"), str(REPO)]
 from _common import record  # noqa: E402
-from leaks.session import CASES, demo_tasks, run_session  # noqa: E402
-from test_demo_discrimination import BAND_GAP, MARGIN, _bands  # noqa: E402
-from test_leaks import CROP_CHECKS, best_crop, items_of, package_sources  # noqa: E402
+from leaks.session import CASES, demo_tasks, leak_limit, prepared, run_session  # noqa: E402
+from test_demo_discrimination import BAND_GAP, MARGIN, PERFECT, _bands, band_offset  # noqa: E402
+from test_leaks import CROP_CHECKS, CROP_NCC, best_crop, items_of, package_sources  # noqa: E402
 
-import yaml  # noqa: E402
-
-CROP_LIMIT = 0.98
-PERFECT = 0.995
 SAFE_SD = 4.0  # a band this many standard deviations past the 1-point gap: ~3e-5 a draw if normal
 
 
@@ -52,7 +49,7 @@ def one_draw(root: Path, workers: int, tasks: list[str]) -> dict:
     """Every figure a demo check compares for `tasks`, for one fresh set of secrets."""
     select = ["-k", f"(lite or rexmle) and ({' or '.join(tasks)})"]  # the last -k is the one pytest uses
     facts = run_session(root, [*(["-n", str(workers)] if workers > 1 else []), *select])
-    sources = package_sources()
+    task_files = demo_tasks()
     out = {}
     for task_id in tasks:
         by = facts["tasks"][task_id]
@@ -60,23 +57,19 @@ def one_draw(root: Path, workers: int, tasks: list[str]) -> dict:
         if missing:
             raise SystemExit(f"{task_id}: runs without a result: {missing}\n{facts['stdout'][-3000:]}")
         ref, naive = by["reference"], by["naive"]
-        medals = _bands(demo_tasks()[task_id])
-        offset = ref["task_metrics"]["diagnostics"]["baseline_score"] if medals.get("relative_to") == "baseline" else 0.0
-        version = yaml.safe_load(demo_tasks()[task_id].read_text())["version"]
-        data = root / "data" / task_id / str(version)
+        data = prepared(root / "data", task_id)
         secret_file = data / "private" / "secret.json"
         row = {"secret": json.loads(secret_file.read_text())["secret"] if secret_file.exists() else None,
-               "band_metric": ref["task_metrics"]["score"] - offset,
+               "band_metric": ref["task_metrics"]["score"] - band_offset(_bands(task_files[task_id]), ref),
                "reference": ref["task_score"], "naive": naive["task_score"],
                "completion": {"reference": ref["completion_rate"], "naive": naive["completion_rate"]},
                "leaks": {}}
         for case, info in CASES.items():
             if info["task"] == task_id:
-                limit = naive["task_score"] + 0.05 if info["bound"] == "naive" else ref["task_score"]
-                row["leaks"][case] = limit - by[f"leak-{case}"]["task_score"]
+                row["leaks"][case] = leak_limit(case, by) - by[f"leak-{case}"]["task_score"]
         if task_id in CROP_CHECKS:
             side, names = CROP_CHECKS[task_id]
-            task_sources = {k: v for k, v in sources.items() if k in names}
+            task_sources = {k: v for k, v in package_sources().items() if k in names}
             row["crop_ncc"] = max(best_crop(a, task_sources)[1] for _, a in items_of(data, side))
         out[task_id] = row
     return out
@@ -91,9 +84,10 @@ def report(draws: list[dict]) -> tuple[list[str], list[str]]:
     lines = ["| task | reference metric for the bands: min / median / max (sd) | band A | band B | nearest band "
              "| reference - naive, least | crop NCC, largest | leak margin, least |", "|---|---|---|---|---|---|---|---|"]
     failures = []
+    task_files = demo_tasks()
     for task_id in sorted(draws[0]):
         rows = [d[task_id] for d in draws]
-        medals = _bands(demo_tasks()[task_id])
+        medals = _bands(task_files[task_id])
         metric = [r["band_metric"] for r in rows]
         lo, hi = min(metric), max(metric)
         mean, sd = statistics.fmean(metric), statistics.stdev(metric) if len(metric) > 1 else 0.0
@@ -119,7 +113,7 @@ def report(draws: list[dict]) -> tuple[list[str], list[str]]:
             if min(r["completion"][role] for r in rows) < 1.0:
                 failures.append(f"{task_id}: the {role} did not submit every case on one secret")
         crop = max((r["crop_ncc"] for r in rows if "crop_ncc" in r), default=None)
-        if crop is not None and crop >= CROP_LIMIT:
+        if crop is not None and crop >= CROP_NCC:
             failures.append(f"{task_id}: an item correlates {crop:.3f} with its package source on one secret")
         leak = min((m for r in rows for m in r["leaks"].values()), default=None)
         if leak is not None and leak < 0:
@@ -130,6 +124,21 @@ def report(draws: list[dict]) -> tuple[list[str], list[str]]:
                      f"{100 * min(gaps):+.1f} | {'-' if crop is None else f'{crop:.3f}'} | "
                      f"{'-' if leak is None else f'{leak:+.3f}'} |")
     return lines, failures
+
+
+def run_draws(n: int, workers: int, tasks: list[str], keep: Path | None) -> list[dict]:
+    """`n` draws, one after another, each saved to the record as it ends (a long run stopped half
+    way keeps its figures)."""
+    draws, started = [], time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="amb-spread-") as tmp:
+        for i in range(n):
+            folder = (keep or Path(tmp)) / f"draw{i:02d}"
+            draws.append(one_draw(folder, workers, tasks))
+            if not keep:
+                shutil.rmtree(folder, ignore_errors=True)
+            record("demo_spread", {"secrets": len(draws), "draws": draws, "partial": True})
+            print(f"draw {i + 1}/{n} done ({time.perf_counter() - started:.0f} s)", flush=True)
+    return draws
 
 
 def main() -> int:
@@ -145,19 +154,11 @@ def main() -> int:
     unknown = sorted(set(tasks) - set(demo_tasks()))
     if unknown:
         ap.error(f"--tasks: no demo task {', '.join(unknown)} (there are {', '.join(sorted(demo_tasks()))})")
-    draws, started = [], time.perf_counter()
+    started = time.perf_counter()
     if args.from_json:
         draws = json.loads(args.from_json.read_text())["figures"]["draws"]
-        args.secrets = 0
-    with tempfile.TemporaryDirectory(prefix="amb-spread-") as tmp:
-        base = args.keep or Path(tmp)
-        for i in range(args.secrets):
-            folder = base / f"draw{i:02d}"
-            draws.append(one_draw(folder, args.workers, tasks))
-            if not args.keep:
-                shutil.rmtree(folder, ignore_errors=True)
-            record("demo_spread", {"secrets": len(draws), "draws": draws, "partial": True})
-            print(f"draw {i + 1}/{args.secrets} done ({time.perf_counter() - started:.0f} s)", flush=True)
+    else:
+        draws = run_draws(args.secrets, args.workers, tasks, args.keep)
     lines, failures = report(draws)
     print(f"\nDemo checks over {len(draws)} secrets per task (task scores 0-1; bands in metric units):\n")
     print("\n".join(lines))

@@ -16,6 +16,7 @@ from leaks.session import AGENTS, REPO, demo_runs, demo_tasks
 
 MARGIN = 0.04  # the reference beats the naive baseline by at least 4 points of task score (0-100)
 BAND_GAP = 0.01  # no medal band within 1 point of the reference's metric
+PERFECT = 0.995  # a reference at or above this task score is suspected of scoring its own ground truth
 DOCS = REPO / "docs" / "tracks.md"
 
 
@@ -47,7 +48,13 @@ def test_discrimination_table(runs, capsys):
         gap = by["reference"]["task_score"] - by["naive"]["task_score"]
         assert gap >= MARGIN, f"{task_id}: reference beats the naive baseline by only {100 * gap:.1f} points"
         # the reference is a method that can be wrong: it is not perfect by construction
-        assert by["reference"]["task_score"] < 0.995, (task_id, "reference scores 100: is the ground truth its own output?")
+        assert by["reference"]["task_score"] < PERFECT, (task_id, "reference scores 100: is the ground truth its own output?")
+
+
+def band_offset(medals: dict, run: dict) -> float:
+    """What a run's metric is measured from against the bands: its baseline's score where the bands
+    are relative to it (`relative_to: baseline`), else 0."""
+    return run["task_metrics"]["diagnostics"]["baseline_score"] if medals.get("relative_to") == "baseline" else 0.0
 
 
 def _bands(task_file: Path):
@@ -61,9 +68,7 @@ def test_medal_bands_come_with_a_reason_and_stay_off_the_reference(task_id, runs
     assert medals and medals.get("reason"), f"{task_id}: medals: needs bands and a reason"
     ref = runs[task_id]["reference"]
     metric = ref["task_metrics"]["score"]
-    offset = 0.0
-    if medals.get("relative_to") == "baseline":
-        offset = ref["task_metrics"]["diagnostics"]["baseline_score"]
+    offset = band_offset(medals, ref)
     for name in ("A", "B"):
         band = offset + medals[name]
         assert abs(metric - band) >= BAND_GAP or "near the reference" in medals["reason"], (

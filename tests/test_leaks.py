@@ -14,6 +14,7 @@ class found at 21bc76e; they run in the discrimination table's inner session and
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -26,11 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from filelock import FileLock
 
 from inner_session import session_folder
-from leaks.session import CASES, REPO, demo_runs, demo_tasks
+from leaks.session import CASES, REPO, demo_runs, demo_tasks, leak_limit, prepared
 
 MAX_BYTES = 40 << 20  # files larger than this are models / libraries, not data an answer could hide in
 SKIP_SUFFIXES = {".so", ".pyc", ".a", ".dylib", ".dll", ".whl", ".o", ".h", ".hpp", ".cuh", ".pyi"}
@@ -235,8 +235,10 @@ def private_answers(root: Path) -> tuple[list[bytes], set[str], set[str], set[tu
     return strings, arrays, shas, shapes
 
 
+@functools.lru_cache(maxsize=1)
 def package_sources() -> dict[str, np.ndarray]:
-    """The package images the 21bc76e demo data were cut from (2D grey, or a 3D volume)."""
+    """The package images the 21bc76e demo data were cut from (2D grey, or a 3D volume); loaded
+    once per process (the MNI template takes seconds), so callers read it and never change it."""
     import pydicom
     from pydicom.data import get_testdata_file
     from skimage import data, transform
@@ -269,7 +271,10 @@ CROP_CHECKS = {
 }
 
 
-def crop_of_source(item: np.ndarray, sources: dict[str, np.ndarray], threshold: float = 0.98) -> str | None:
+CROP_NCC = 0.98  # an item correlating this well with a package image is a crop of it
+
+
+def crop_of_source(item: np.ndarray, sources: dict[str, np.ndarray], threshold: float = CROP_NCC) -> str | None:
     """The source `item` (2D) is a crop of, in any of 8 orientations (or of any z-slice of a 3D
     source, mirrored or not), by normalised cross-correlation; None if it is none's."""
     name, ncc = best_crop(item, sources, stop_at=threshold)
@@ -337,7 +342,7 @@ def leak_hits(runs, tmp_path_factory):
     with FileLock(str(out) + ".lock"):
         if not out.exists():
             data = Path(runs["data_dir"])
-            roots_by_task = {t: data / t / yaml.safe_load(f.read_text())["version"] for t, f in demo_tasks().items()}
+            roots_by_task = {t: prepared(data, t) for t in demo_tasks()}
             for t, root in roots_by_task.items():
                 assert (root / "private").is_dir(), f"{t}: not prepared by the inner session"
             roots = readable_roots([root / "public" for root in roots_by_task.values()])
@@ -425,10 +430,7 @@ def test_redteam_leak_case_scores_low(case, runs):
     attack = by.get(f"leak-{case}")
     assert attack is not None, f"{case}: the attack's run has no result\n{runs['stdout'][-3000:]}"
     assert attack["completion_rate"] > 0, f"{case}: the attack submitted nothing, so it proves nothing"
-    if info["bound"] == "naive":
-        limit = by["naive"]["task_score"] + 0.05
-    else:
-        limit = by["reference"]["task_score"]
+    limit = leak_limit(case, by)
     assert attack["task_score"] <= limit, (
         f"{case} on {info['task']}: task score {attack['task_score']:.3f} above its bound {limit:.3f} "
         f"({info['bound']})")

@@ -42,6 +42,19 @@ def demo_tasks() -> dict[str, Path]:
     return {yaml.safe_load(p.read_text())["id"]: p for p in sorted(DEMO.rglob("*.task.yaml"))}
 
 
+def prepared(data_dir: Path, task_id: str) -> Path:
+    """The folder a demo task's data were prepared in under the session's --amb-data-dir."""
+    return Path(data_dir) / task_id / str(yaml.safe_load(demo_tasks()[task_id].read_text())["version"])
+
+
+def leak_limit(case: str, by_role: dict) -> float:
+    """The task score a red-team leak case must stay at or under (cases.yaml's `bound`), from the
+    same session's runs of its task: the naive baseline's + 0.05, or the reference's."""
+    if CASES[case]["bound"] == "naive":
+        return by_role["naive"]["task_score"] + 0.05
+    return by_role["reference"]["task_score"]
+
+
 def _copy(task_file: Path, new_id: str, steps: Path | None, suite: Path, data: Path) -> None:
     spec = yaml.safe_load(task_file.read_text())
     original = spec["id"]
