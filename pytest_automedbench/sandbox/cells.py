@@ -94,7 +94,8 @@ def result_of(out: TailBuffer, err: TailBuffer, exit_code: int | None, started: 
 
 def run_process(cmd: list[str], code: str, *, env: dict[str, str], cwd: Path, timeout: float, cap: int,
                 workspace: Path, disk_mb: int | None, kill: Callable[[subprocess.Popen], None],
-                preexec: Callable[[], None] | None = None, spawn: Callable[[], Any] | None = None) -> ExecResult:
+                preexec: Callable[[], None] | None = None, spawn: Callable[[], Any] | None = None,
+                pass_fds: tuple[int, ...] = ()) -> ExecResult:
     """Run `cmd` with `code` on stdin under the watchdog; `kill` ends the whole cell.
 
     `spawn` starts the cell some other way (the sandbox's launcher) and returns an object with
@@ -105,7 +106,7 @@ def run_process(cmd: list[str], code: str, *, env: dict[str, str], cwd: Path, ti
         proc = spawn()
     else:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
+                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec, pass_fds=pass_fds)
     out, err = TailBuffer(cap), TailBuffer(cap)
     threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),

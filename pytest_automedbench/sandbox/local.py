@@ -25,8 +25,10 @@ import time
 import uuid
 from pathlib import Path
 
+from . import seccomp
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import run_process
+from .celluser import CellUser, cell_user, device_groups, own_workspace, sanitise
 from .cgroups import Cgroups
 from .gpus import cuda_visible_devices, device_nodes
 from .guard import GUARD_INSIDE
@@ -37,6 +39,9 @@ from .spawner import Launcher, LauncherGone
 PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "NLTK_DATA", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONDONTWRITEBYTECODE")
 _PRLIMIT = shutil.which("prlimit")
+_SETPRIV = shutil.which("setpriv")
+# Capabilities bubblewrap keeps (as root) for setpriv alone, which drops them with root before the cell starts.
+_DROP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 
 def bwrap_path() -> str | None:
@@ -73,6 +78,8 @@ class LocalSandbox(Sandbox):
         self._launcher: Launcher | None = None
         self._tmp: Path | None = None
         self._python: AgentPython | None = None
+        self.user: CellUser = cell_user()
+        self.removed: list[str] = []  # what sanitising the workspace removed after the run
 
     def start(self) -> None:
         cfg = self.config
@@ -80,6 +87,8 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"public data folder missing: {cfg.public_dir}")
         (cfg.workspace_dir / "outputs").mkdir(parents=True, exist_ok=True)
         self._python = agent_python(cfg.python, cfg.forbidden)
+        if self.bwrap:
+            self._prepare_for_cell_user()
         self._tmp = Path(tempfile.mkdtemp(prefix="amb-tmp-"))
         self._cgroups = Cgroups.make(cfg.max_processes, cfg.memory_mb)
         self.memory_limit_mode = memory_limit_mode(cfg.memory_mb, self._cgroups, cfg.gpus)
@@ -88,6 +97,36 @@ class LocalSandbox(Sandbox):
                 self._launcher = Launcher(self._cgroups.join, {"PATH": "/usr/bin:/bin"})
             except OSError:
                 self._launcher = None
+
+    def _prepare_for_cell_user(self) -> None:
+        """The workspace becomes the cell user's, its run folder (and the runs folder) only the harness's;
+        the guard folder becomes readable to the cell user (it holds nothing the cell may not see)."""
+        cfg = self.config
+        try:
+            seccomp.filter_program()  # compiled once per process; a missing binding is said here
+        except seccomp.SeccompUnavailable as e:
+            raise SandboxError(str(e)) from None
+        if self.user.separate and not _SETPRIV:
+            raise SandboxError("the local sandbox run as root needs setpriv (util-linux) to drop to the cell user")
+        workspace = cfg.workspace_dir
+        own_workspace(workspace, self.user)
+        if self.user.separate:
+            runs = {os.path.abspath(str(p)) for p in cfg.forbidden}
+            for folder in (workspace.parent, workspace.parent.parent):
+                if folder != workspace.parent and os.path.abspath(folder) not in runs:
+                    continue  # the runs folder only where the harness named it (a replay's copy sits in /tmp)
+                try:
+                    if folder.stat().st_uid == os.geteuid():
+                        folder.chmod(0o700)
+                except OSError:
+                    pass
+            if cfg.guard is not None:
+                for folder, dirs, files in os.walk(cfg.guard.host_dir):
+                    os.chmod(folder, 0o755)
+                    for name in files:
+                        path = os.path.join(folder, name)
+                        if not os.path.islink(path):
+                            os.chmod(path, os.stat(path).st_mode | 0o444)
 
     def agent_env(self) -> dict[str, str]:
         if self.bwrap:
@@ -115,6 +154,8 @@ class LocalSandbox(Sandbox):
         if cfg.guard is not None:
             env.update(cfg.guard.env(GUARD_INSIDE if self.bwrap else str(cfg.guard.host_dir), base_path,
                                      self.python.pythonpath))
+        if self.bwrap and self.user.separate:  # getpass.getuser() and friends, with or without a passwd entry
+            env.update(USER=self.user.name, LOGNAME=self.user.name)
         env.update(cfg.env)
         env.update(self.agent_env())
         return env
@@ -126,10 +167,18 @@ class LocalSandbox(Sandbox):
             return ["bash", "-s"]
         raise ValueError(f"unsupported language {language!r} (python or bash)")
 
-    def bwrap_args(self) -> list[str]:
+    def bwrap_args(self, seccomp_fd: int | None = None) -> list[str]:
+        """bubblewrap's command line, up to and including the `--` (and, as root, the drop to the cell user)."""
         cfg = self.config
         args = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--unshare-cgroup-try", "--hostname", "amb-sandbox", "--new-session"]
+                "--unshare-cgroup-try", "--hostname", "amb-sandbox", "--new-session", "--cap-drop", "ALL"]
+        if self.user.separate:  # root mounts what the cell user could not reach; setpriv then drops to it
+            for cap in _DROP_CAPS:
+                args += ["--cap-add", cap]
+        else:  # never root: bubblewrap maps this user into a namespace of its own, which makes no more
+            args += ["--unshare-user", "--disable-userns"]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         if not cfg.network:
             args.append("--unshare-net")
         for d in SYSTEM_DIRS:
@@ -141,20 +190,43 @@ class LocalSandbox(Sandbox):
             elif os.path.isdir(link):
                 args += ["--ro-bind", link, link]
         # /tmp first: a venv or a --target folder under /tmp is then mounted on top of it
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+                 "--perms", "1777", "--tmpfs", "/dev/shm"]
+        made: set[str] = {"/", "/tmp", *SYSTEM_DIRS}
+        binds = [*self.python.mounts, *map(str, cfg.ro_binds), AGENT_PUBLIC, GUARD_INSIDE]
+        for d in binds:  # bubblewrap would make their parents 0700 (root's), closed to the cell user
+            args += self._parents(d, made)
         for d in self.python.mounts:
             args += ["--ro-bind", d, d]
         for d in self.python.hidden:
             args += ["--tmpfs", d, "--remount-ro", d]
         args += ["--ro-bind", str(cfg.public_dir), AGENT_PUBLIC, "--bind", str(cfg.workspace_dir), AGENT_WORKSPACE]
-        for dev in device_nodes(cfg.gpus):
+        nodes = device_nodes(cfg.gpus)
+        for dev in nodes:
             args += ["--dev-bind-try", dev, dev]
         if cfg.guard is not None:
             args += ["--ro-bind", str(cfg.guard.host_dir), GUARD_INSIDE]
         for d in cfg.ro_binds:
             args += ["--ro-bind", str(d), str(d)]
         args += ["--chdir", AGENT_WORKSPACE, "--"]
+        if self.user.separate:
+            groups = device_groups(nodes)
+            args += [_SETPRIV, f"--reuid={self.user.uid}", f"--regid={self.user.gid}",
+                     f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups",
+                     "--inh-caps=-all", "--bounding-set=-all", "--"]
         return args
+
+    @staticmethod
+    def _parents(path: str, made: set[str]) -> list[str]:
+        """`--dir` (0755) for each not yet made ancestor of `path`."""
+        out: list[str] = []
+        parts = Path(path).parent.parts
+        for i in range(2, len(parts) + 1):
+            parent = str(Path(*parts[:i]))
+            if parent not in made and not any(parent == s or parent.startswith(s + "/") for s in SYSTEM_DIRS):
+                made.add(parent)
+                out += ["--perms", "0755", "--dir", parent]
+        return out
 
     def _preexec(self):
         cfg, groups = self.config, self._cgroups
@@ -198,28 +270,39 @@ class LocalSandbox(Sandbox):
     def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:
         timeout = timeout or self.config.cell_timeout_s
         cmd = self._interpreter(language)
-        if self.bwrap:
-            cmd = self.bwrap_args() + cmd
         ooms = self._cgroups.oom_kills()
-        result = self._run(cmd, code, timeout)
+        filter_fd = seccomp.filter_fd() if self.bwrap else None
+        try:
+            result = self._run(cmd, code, timeout, filter_fd)
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
         if self._cgroups.oom_kills() > ooms:  # said plainly: the cell only sees a SIGKILL
             result.stderr += "\n" + OOM_NOTE.format(mb=self.config.memory_mb)
         return result
 
-    def _run(self, cmd: list[str], code: str, timeout: float) -> ExecResult:
+    def _run(self, cmd: list[str], code: str, timeout: float, filter_fd: int | None) -> ExecResult:
         env, cwd = self._environment(), self.config.workspace_dir
         run = dict(env=env, cwd=cwd, timeout=timeout, cap=self.config.output_cap_bytes, workspace=cwd,
                    disk_mb=self.config.disk_mb, kill=self._kill)
-        if self._launcher is not None:
-            launched = self._limits_prefix(join_cgroup=False) + cmd
+        if self._launcher is not None:  # the launcher hands the filter to the cell as fd 3
+            launched = self._limits_prefix(join_cgroup=False) + self._wrapped(cmd, 3 if filter_fd is not None else None)
+            extra = [filter_fd] if filter_fd is not None else []
             try:
-                return run_process(launched, code, spawn=lambda: self._launcher.spawn(launched, env, cwd), **run)
+                return run_process(launched, code, spawn=lambda: self._launcher.spawn(launched, env, cwd, extra), **run)
             except LauncherGone:  # fall back to joining the cgroups per cell
                 self._launcher = None
+                if filter_fd is not None:
+                    os.lseek(filter_fd, 0, os.SEEK_SET)
+        cmd = self._wrapped(cmd, filter_fd)
+        passed = (filter_fd,) if filter_fd is not None else ()
         prefix = self._limits_prefix()
         if prefix is not None:
-            return run_process(prefix + cmd, code, **run)
-        return run_process(cmd, code, preexec=self._preexec(), **run)
+            return run_process(prefix + cmd, code, pass_fds=passed, **run)
+        return run_process(cmd, code, preexec=self._preexec(), pass_fds=passed, **run)
+
+    def _wrapped(self, cmd: list[str], filter_fd: int | None) -> list[str]:
+        return self.bwrap_args(filter_fd) + cmd if self.bwrap else cmd
 
     def _kill(self, proc: subprocess.Popen) -> None:
         try:
@@ -234,6 +317,8 @@ class LocalSandbox(Sandbox):
             self._launcher.close()
             self._launcher = None
         self._cgroups.remove()
+        if self.bwrap and self.config.workspace_dir.is_dir():  # after every process of the cell user is gone
+            self.removed = sanitise(self.config.workspace_dir)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -4,7 +4,8 @@ Moving a process into a cgroup-v1 hierarchy waits for an RCU grace period (~8-10
 cell paid when it joined the process cap on its own. A child is born in its parent's cgroup for
 free, so one small launcher joins the cgroup once per sandbox and forks every cell:
 
-    harness --(socketpair: argv, env, cwd + the cell's stdin/stdout/stderr fds)--> launcher
+    harness --(socketpair: argv, env, cwd + the cell's stdin/stdout/stderr fds [+ one more, e.g. the
+               seccomp filter bubblewrap reads, which the cell gets as fd 3])--> launcher
     launcher: posix_spawn(cell, setsid)   ->  {"pid": N}     (or {"error": "..."})
     launcher: waitpid(cell)               ->  {"exit": code}
 
@@ -31,7 +32,7 @@ def _serve(sock: socket.socket) -> None:
     """The launcher's loop: one cell at a time, until the harness closes its end."""
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+            data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 4)
         except OSError:
             return
         if not data:
@@ -40,9 +41,12 @@ def _serve(sock: socket.socket) -> None:
             os.set_inheritable(fd, False)  # only their dup2 copies (0, 1, 2) reach the cell
         try:
             req = json.loads(data)
-            if len(fds) != 3:
-                raise ValueError(f"expected 3 file descriptors, got {len(fds)}")
+            if len(fds) not in (3, 4):
+                raise ValueError(f"expected 3 or 4 file descriptors, got {len(fds)}")
             os.chdir(req["cwd"])
+            if len(fds) == 4 and fds[3] == 3:  # dup2(3, 3) would leave it close-on-exec
+                fds[3] = os.dup(3)
+                os.close(3)
             actions = [(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(fds)]
             pid = os.posix_spawn(req["argv"][0], req["argv"], req["env"], file_actions=actions, setsid=True)
         except Exception as e:  # a request that cannot start is an answer, not a dead launcher
@@ -104,13 +108,15 @@ class Launcher:
             raise LauncherGone("cell launcher exited")
         return json.loads(data)
 
-    def spawn(self, argv: list[str], env: dict[str, str], cwd: Path) -> LaunchedCell:
-        """Start `argv` in a new session inside the cgroup; raises LauncherGone or OSError."""
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: Path, extra: list[int] = ()) -> LaunchedCell:
+        """Start `argv` in a new session inside the cgroup, with `extra` (at most one fd) as its fd 3;
+        raises LauncherGone or OSError."""
         pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read end, write end)
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
         ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
         try:
-            socket.send_fds(self._sock, [json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}).encode()], theirs)
+            socket.send_fds(self._sock, [json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}).encode()],
+                            theirs + list(extra))
         except OSError as e:
             for fd in theirs + ours:
                 os.close(fd)

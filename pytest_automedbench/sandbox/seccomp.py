@@ -1,0 +1,121 @@
+"""The cells' syscall filter: compiled once per process with libseccomp, handed to bubblewrap as a file.
+
+Everything is allowed but what lets a process leave or widen its sandbox, or reach the kernel's
+least-audited corners; those return EPERM (a clear error in the agent's code, not a crash):
+
+- file handles (`open_by_handle_at`: the "shocker" escape through any bind mount), mounts old and
+  new (mount, umount2, pivot_root, fsopen/fsconfig/fsmount/fspick/move_mount/open_tree/mount_setattr),
+  namespaces (setns, unshare, clone with a CLONE_NEW* flag; clone3 answers ENOSYS, so libc falls back
+  to clone, whose flags the filter can see), the keyring (keyctl, add_key, request_key), bpf,
+  perf_event_open, kexec, modules, userfaultfd, io_uring, and mknod of character or block devices;
+- a syscall made through another architecture's entry (int 0x80 on x86_64) kills the process: the
+  filter's rules are written for the native table only.
+
+ptrace stays allowed: the pid namespace confines it to the cell's own processes. So do the
+syscalls CUDA and NVML use (ioctl, mmap, the nvidia device nodes): nothing above is among them.
+
+The binding is libseccomp's own (`seccomp`, Debian's python3-seccomp) or `pyseccomp` (the same API
+over ctypes; what `pip install pytest-automedbench` brings); either needs libseccomp2.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from functools import lru_cache
+
+# Returned EPERM for any arguments.
+DENIED = (
+    "open_by_handle_at", "name_to_handle_at",
+    "mount", "umount", "umount2", "pivot_root", "chroot",
+    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    "setns", "unshare",
+    "keyctl", "add_key", "request_key",
+    "bpf", "perf_event_open",
+    "kexec_load", "kexec_file_load",
+    "init_module", "finit_module", "delete_module",
+    "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd",
+)
+# The namespace flags of clone(2): a cell makes no namespaces of its own.
+CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
+# (syscall, index of its mode argument) for mknod of device nodes
+MKNOD = (("mknod", 1), ("mknodat", 2))
+
+
+class SeccompUnavailable(RuntimeError):
+    """No libseccomp binding (or no libseccomp) here; the message says what to install."""
+
+
+def _binding():
+    try:
+        import seccomp  # libseccomp's own binding (python3-seccomp)
+
+        return seccomp
+    except ImportError:
+        pass
+    try:
+        import pyseccomp
+
+        return pyseccomp
+    except (ImportError, OSError) as e:  # OSError: libseccomp.so.2 itself is missing
+        raise SeccompUnavailable(f"no libseccomp Python binding ({e}): pip install pyseccomp "
+                                 "(and apt-get install libseccomp2), or apt-get install python3-seccomp") from None
+
+
+@lru_cache(maxsize=1)
+def filter_program() -> bytes:
+    """The filter as a BPF program (what bubblewrap's --seccomp reads). Raises SeccompUnavailable."""
+    sc = _binding()
+    f = sc.SyscallFilter(sc.ALLOW)
+    eperm = sc.ERRNO(errno.EPERM)
+
+    def rule(action, name: str, *args) -> None:
+        try:
+            f.add_rule(action, name, *args)
+        except (ValueError, OSError, RuntimeError):
+            pass  # a syscall this architecture does not have (mknod, umount on aarch64)
+
+    for name in DENIED:
+        rule(eperm, name)
+    for name, arg in MKNOD:
+        for kind in (stat.S_IFCHR, stat.S_IFBLK):
+            rule(eperm, name, sc.Arg(arg, sc.MASKED_EQ, 0o170000, kind))  # S_IFMT
+    for bit in _bits(CLONE_NEW):  # one rule per flag: any of them set is refused
+        rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, bit, bit))
+    rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    fd = os.memfd_create("amb-seccomp", 0)
+    try:
+        with os.fdopen(os.dup(fd), "wb") as out:
+            f.export_bpf(out)
+        os.lseek(fd, 0, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _bits(mask: int) -> list[int]:
+    return [1 << i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+def filter_fd() -> int:
+    """A fresh file descriptor holding the program, positioned at its start (bwrap reads and closes its
+    copy; the caller closes this one once the cell has started)."""
+    program = filter_program()
+    fd = os.memfd_create("amb-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def unavailable() -> str | None:
+    """Why no filter can be compiled here, or None."""
+    try:
+        filter_program()
+    except SeccompUnavailable as e:
+        return str(e)
+    return None
