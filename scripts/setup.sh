@@ -11,7 +11,7 @@ want_tests=0
 
 # System packages: bubblewrap (the local sandbox), a Java runtime (METEOR 1.5); for tests also Chromium
 # (the HTML report test), Docker's engine and debootstrap (the docker sandbox tests).
-apt_pkgs="bubblewrap default-jre-headless"
+apt_pkgs="bubblewrap libseccomp2 default-jre-headless"
 [ $want_tests = 1 ] && apt_pkgs="$apt_pkgs chromium docker.io debootstrap"
 if [ "${AMB_SKIP_APT:-0}" != 1 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     missing=""
@@ -23,6 +23,12 @@ if [ "${AMB_SKIP_APT:-0}" != 1 ] && command -v apt-get >/dev/null && [ "$(id -u)
     fi
 elif [ "${AMB_SKIP_APT:-0}" != 1 ]; then
     echo "setup: not root or no apt-get: install these yourself if missing: $apt_pkgs" >&2
+fi
+
+# The unprivileged user the local sandbox runs agent code as when the harness is root (sandbox/celluser.py).
+if [ "$(id -u)" = 0 ] && ! getent passwd amb-cell >/dev/null && command -v useradd >/dev/null; then
+    useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin amb-cell
+    echo "setup: made the system user amb-cell (agent code runs as it)"
 fi
 
 # torch first: a pinned CPU build where one is provided, so no multi-GB CUDA build is pulled in.
