@@ -322,5 +322,6 @@ def test_docker_cell_after_a_fork_bomb_starts_clean(folders, docker_host):
         for _ in range(2):
             bomb = sb.exec(":(){ :|:& };:\nsleep 1\necho survived", "bash", timeout=60)
             after = sb.exec(count, "bash")
-            assert "survived" in bomb.stdout or bomb.timed_out, bomb
+            # the bomb fills the pids limit: the cell's own shell survives it, times out or gives up forking
+            assert "survived" in bomb.stdout or bomb.timed_out or "Resource temporarily unavailable" in bomb.stderr, bomb
             assert after.exit_code == 0 and after.stdout.strip() == "processes=2", after  # init and this shell

@@ -1,6 +1,8 @@
 """The `docker` backend: one agent container per run; cells are `exec`s in it.
 
-The container: read-only root, tmpfs /tmp, no-new-privileges, every capability dropped, a pids
+The container: the cell user (celluser.py: amb-cell's uid when the harness is root, else the
+harness's own; never root), which owns the workspace; read-only root, tmpfs /tmp, no-new-privileges,
+Docker's default seccomp profile, every capability dropped, a pids
 limit, memory and shm limits, file-size and CPU-time ulimits, network `none` unless the task allows
 it, GPUs as device requests (`--amb-gpus`). /data/public is mounted read-only and /workspace
 read-write; nothing else of the host. Scoring never runs in it: the harness reads the outputs from
@@ -25,12 +27,16 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import socket
 import struct
+import tempfile
 import time
+from pathlib import Path
 
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import TailBuffer, Watchdog, result_of
+from .celluser import cell_user, own_workspace, sanitise
 from .guard import GUARD_INSIDE
 from .local import PASSTHROUGH
 from .pythonenv import AgentPython, agent_python
@@ -100,6 +106,9 @@ class DockerSandbox(Sandbox):
         self.client = None
         self.container = None
         self._python: AgentPython | None = None
+        self.user = cell_user()
+        self._stub: Path | None = None
+        self.removed: list[str] = []  # what sanitising the workspace removed after the run
 
     @property
     def python(self) -> AgentPython | None:
@@ -125,6 +134,9 @@ class DockerSandbox(Sandbox):
                 volumes[d] = {"bind": d, "mode": "ro"}
             for d in self.python.hidden:  # forbidden folders inside those: an empty tmpfs on top
                 tmpfs[d] = "ro,size=4k"
+            under_root = [d for d in self.python.mounts if d.startswith("/root/")]
+            if under_root:  # the image's /root is 0700, closed to the cell user: a 0755 stand-in instead
+                volumes[str(self._root_stub(under_root))] = {"bind": "/root", "mode": "ro"}
         for d in cfg.ro_binds:
             volumes[str(d)] = {"bind": str(d), "mode": "ro"}
         ulimits = [Ulimit(name="cpu", soft=cpu, hard=cpu), Ulimit(name="core", soft=0, hard=0)]
@@ -133,7 +145,7 @@ class DockerSandbox(Sandbox):
         kw = dict(
             image=self.image, command=["sleep", "infinity"], detach=True, working_dir=AGENT_WORKSPACE,
             labels={LABEL: "1", "amb.owner": owner_tag(), "amb.workspace": str(cfg.workspace_dir)},
-            read_only=True, tmpfs=tmpfs, security_opt=["no-new-privileges"],
+            user=f"{self.user.uid}:{self.user.gid}", read_only=True, tmpfs=tmpfs, security_opt=["no-new-privileges"],
             cap_drop=["ALL"], pids_limit=cfg.max_processes or 256, ulimits=ulimits, volumes=volumes,
             network_mode="none" if not cfg.network else "bridge", hostname="amb-sandbox",
             environment={} if cfg.gpus else {"NVIDIA_VISIBLE_DEVICES": "void"},
@@ -145,11 +157,27 @@ class DockerSandbox(Sandbox):
             kw["device_requests"] = [DeviceRequest(device_ids=list(cfg.gpus), capabilities=[["gpu"]])]
         return kw
 
+    def _root_stub(self, mounts: list[str]) -> Path:
+        """An empty host folder (0755) holding the mount points of `mounts` under /root (Docker would
+        otherwise make them inside the image's /root, whose mode a tmpfs there copies: 0700)."""
+        if self._stub is None:
+            self._stub = Path(tempfile.mkdtemp(prefix="amb-root-"))
+            self._stub.chmod(0o755)
+        for d in mounts:
+            point = self._stub / os.path.relpath(d, "/root")
+            point.mkdir(mode=0o755, parents=True, exist_ok=True)
+            for folder in [point, *point.parents]:
+                if folder == self._stub.parent:
+                    break
+                folder.chmod(0o755)
+        return self._stub
+
     def start(self) -> None:
         cfg = self.config
         if not cfg.public_dir.is_dir():
             raise SandboxError(f"public data folder missing: {cfg.public_dir}")
         (cfg.workspace_dir / "outputs").mkdir(parents=True, exist_ok=True)
+        own_workspace(cfg.workspace_dir, self.user)
         self.client = docker_client()
         reap_stale(self.client)
         self._ensure_image()
@@ -183,6 +211,11 @@ class DockerSandbox(Sandbox):
         if self.client is not None:
             self.client.close()
             self.client = None
+        if self.config.workspace_dir.is_dir():
+            self.removed = sanitise(self.config.workspace_dir)
+        if self._stub is not None:
+            shutil.rmtree(self._stub, ignore_errors=True)
+            self._stub = None
 
     # -- cells -----------------------------------------------------------------------------
     def _environment(self) -> dict[str, str]:
@@ -191,7 +224,7 @@ class DockerSandbox(Sandbox):
         base_path = (os.path.dirname(python.executable) + ":" if python else "") + _BASE_PATH
         env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
         env.update(PATH=base_path, HOME=AGENT_WORKSPACE, TMPDIR="/tmp", PYTHONUNBUFFERED="1",
-                   MPLBACKEND="Agg", MPLCONFIGDIR="/tmp/mpl")
+                   MPLBACKEND="Agg", MPLCONFIGDIR="/tmp/mpl", USER=self.user.name, LOGNAME=self.user.name)
         if not cfg.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ""
         extra_path = python.pythonpath if python else []
@@ -240,7 +273,8 @@ class DockerSandbox(Sandbox):
     def _end_cell(self, force: bool) -> None:
         """Kill whatever the cell left running (each cell starts clean, as on the local backend).
 
-        `kill -9 -1` from inside ends every process but the container's init, and the same shell
+        `kill -9 -1` from inside, as the cell user (every process there is the cell user's, so its
+        signals reach them all), ends every process but the container's init, and the same shell
         waits (up to ~10 s) until the killed are gone: on a loaded machine a fork bomb's processes
         can still fill the pids limit for a moment, and the next cell's exec would fail to start.
         Where even that cannot start (the pids limit is exhausted), the processes do not go, or
@@ -248,7 +282,8 @@ class DockerSandbox(Sandbox):
         """
         if not force:
             try:
-                if self.container.exec_run(["bash", "-c", _KILL_AND_WAIT], user="root").exit_code == 0:
+                user = f"{self.user.uid}:{self.user.gid}"
+                if self.container.exec_run(["bash", "-c", _KILL_AND_WAIT], user=user).exit_code == 0:
                     return
             except Exception:
                 pass
