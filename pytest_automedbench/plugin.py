@@ -23,6 +23,7 @@ from .runfiles import RunsDirBusy, release_all
 from .runner import HARNESS_ERRORS, execute
 from .options import ALL_OPTIONS, settings_from
 from .sandbox import MEMORY_NOT_ENFORCED, SandboxError, isolation_of, memory_limit_mode_of
+from .sandbox.isolation import IsolationRefused, add_option as add_isolation_option, check_session as fail_closed
 from .settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
@@ -48,6 +49,7 @@ def pytest_addoption(parser):
     group.addoption("--amb-resume", action="store_true", dest="amb_resume", default=None,
                     help="reuse finished runs whose configuration is unchanged; rerun the rest [ini: amb_resume]")
     parser.addini("amb_resume", "reuse finished runs whose configuration is unchanged", type="bool", default=False)
+    add_isolation_option(group, parser)
 
 
 def pytest_configure(config):
@@ -60,7 +62,8 @@ def pytest_configure(config):
     try:
         config.stash[SETTINGS_KEY] = settings = settings_from(config)
         check_settings(settings, config)  # before any run or pytest-xdist worker starts
-    except SettingsError as e:
+        fail_closed(settings, config)  # no untrusted agent runs unisolated (sandbox/isolation.py)
+    except (SettingsError, IsolationRefused) as e:
         raise pytest.UsageError(str(e)) from None
     _check_model_price(settings)
     from .judge import check_judge  # judge's: an LLM judge without a key or endpoint is a usage error now

@@ -26,6 +26,8 @@ def isolation(request, monkeypatch):
     if request.param == "bubblewrap" and not shutil.which("bwrap"):
         pytest.skip("bubblewrap is not installed")
     monkeypatch.setenv("AMB_NO_BWRAP", "0" if request.param == "bubblewrap" else "1")
+    if request.param == "none":  # what a session running an untrusted agent unisolated must say
+        monkeypatch.setenv("AMB_UNSAFE_NO_ISOLATION", "1")
     return request.param
 
 

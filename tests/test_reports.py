@@ -119,6 +119,7 @@ def test_resume_after_kill_reruns_only_unfinished_runs(tiny_suite, pytester, mon
     # The step file coordinates with this test through host files (marker, hold), which a
     # bubblewrap sandbox rightly hides: this test is about resume, so the plain backend runs it.
     monkeypatch.setenv("AMB_NO_BWRAP", "1")
+    monkeypatch.setenv("AMB_UNSAFE_NO_ISOLATION", "1")  # a script agent runs unisolated only when asked to
     steps = _slow_steps(tiny_suite)
     args = ["suite", f"--amb-model=script:{steps}", "--amb-repeats=3", "-p", "no:cacheprovider"]
     runs = pytester.path / "reports" / "runs"

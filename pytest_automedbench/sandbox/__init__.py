@@ -33,9 +33,9 @@ def sandbox_class(name: str) -> type[Sandbox]:
 def isolation_of(name: str) -> str:
     """What isolates cells of backend `name` on this machine (for the session header)."""
     if name == "local":
-        from .local import bwrap_path
+        from .isolation import local_unavailable
 
-        return "bubblewrap" if bwrap_path() else "none"
+        return "none" if local_unavailable() else "bubblewrap"
     return {"docker": "docker"}.get(name, "?")
 
 

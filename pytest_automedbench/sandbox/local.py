@@ -71,7 +71,11 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, config):
         super().__init__(config)
-        self.bwrap = bwrap_path()
+        from .isolation import local_unavailable
+
+        # bubblewrap where it can isolate here (probed once); else the plain subprocess, which only an
+        # explicit opt-in lets an untrusted agent use (isolation.py)
+        self.bwrap = bwrap_path() if local_unavailable() is None else None
         self.isolation = "bubblewrap" if self.bwrap else "none"
         self.memory_limit_mode = memory_limit_mode(config.memory_mb, Cgroups(), config.gpus)
         self._cgroups = Cgroups()
