@@ -28,6 +28,7 @@ STAMP = "prepared.json"
 MANIFEST = "manifest.json"
 SESSION_STAMP = "verified.json"  # which pytest-xdist session verified the checksums, and the files' stats then
 _VERIFIED: set[Path] = set()  # data roots whose checksums were verified in this process
+_VERIFIED_STATS: dict[Path, dict] = {}  # ... and their files' stats then (a changed file is hashed again)
 
 
 class DataNotPrepared(Exception):
@@ -82,22 +83,32 @@ def prepare_command(task: LoadedTask) -> str:
 
 
 def ensure_prepared(task: LoadedTask, data_dir: Path) -> TaskData:
-    """The task's data, preparing a demo task on first use. Raises DataNotPrepared otherwise."""
+    """The task's data, preparing a demo task on first use. Raises DataNotPrepared otherwise.
+
+    Prepared data is checked against its manifest once per session (and again in a process whose
+    files' stats changed since): a demo task whose files no longer match is rebuilt (its stamp is
+    dropped first, so a poisoned copy is never served again, in this session or a later one); a real
+    dataset raises DataCorrupted naming the files.
+    """
     data = task_data(task, data_dir)
     if is_prepared(task, data_dir):
-        if data.root in _VERIFIED:
+        if data.root in _VERIFIED and _VERIFIED_STATS.get(data.root) == file_stats(data):
             return data
         with FileLock(str(data.root) + ".lock"):  # one worker of a session hashes; the others wait for it
             problems = [] if verified_this_session(data) else verify_manifest(data)
             if not problems:
                 record_session_verified(data)
-        if problems and task.spec.data.needs_source:
-            raise DataCorrupted(f"data for {task.spec.id} failed its checksum check ({'; '.join(problems[:3])}"
-                                f"{'; ...' if len(problems) > 3 else ''}): run `{prepare_command(task)}` again")
-        if not problems:
-            _VERIFIED.add(data.root)
-            return data
-        # A demo task is simply rebuilt below.
+            elif not task.spec.data.needs_source:  # a demo task is rebuilt, here, under the same lock
+                (data.root / STAMP).unlink(missing_ok=True)
+                (data.root / SESSION_STAMP).unlink(missing_ok=True)
+                build(task, data)
+                return data
+        if problems:
+            raise DataCorrupted(f"data for {task.spec.id} at {data.root} failed its checksum check "
+                                f"({'; '.join(problems[:3])}{'; ...' if len(problems) > 3 else ''}): "
+                                f"run `{prepare_command(task)}` again")
+        _remember_verified(data)
+        return data
     if task.spec.data.needs_source:
         hint = f" ({task.spec.data.download})" if task.spec.data.download else ""
         raise DataNotPrepared(f"data for {task.spec.id} is not prepared: download the dataset{hint}, "
@@ -108,6 +119,11 @@ def ensure_prepared(task: LoadedTask, data_dir: Path) -> TaskData:
             return data
         build(task, data)
     return data
+
+
+def _remember_verified(data: TaskData) -> None:
+    _VERIFIED.add(data.root)
+    _VERIFIED_STATS[data.root] = file_stats(data)
 
 
 def file_digest(path: Path) -> str:
@@ -130,13 +146,16 @@ def checksums(root: Path) -> dict[str, str]:
 
 
 def file_stats(data: TaskData) -> dict[str, list[int]]:
-    """Size and mtime of every file under public/ and private/ (a stat walk: no reading)."""
-    return {rel: [(st := path.stat()).st_size, st.st_mtime_ns] for rel, path in data_files(data.root).items()}
+    """Size, mtime, inode and ctime of every file under public/ and private/ (a stat walk: no reading).
+
+    mtime can be set back by whoever writes a file; ctime cannot, and a replaced file has a new inode."""
+    return {rel: [(st := path.stat()).st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+            for rel, path in data_files(data.root).items()}
 
 
 def verified_this_session(data: TaskData) -> bool:
     """True when another pytest-xdist worker of this session verified the checksums and no file has
-    changed size or mtime since: the data is hashed once per session, not once per worker (a real
+    changed (size, mtime, inode, ctime) since: the data is hashed once per session, not once per worker (a real
     CT suite is gigabytes)."""
     session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not session:
@@ -196,4 +215,4 @@ def build(task: LoadedTask, data: TaskData, **extra) -> None:
     }, indent=2, default=str))
     shutil.rmtree(data.root, ignore_errors=True)
     os.replace(scratch, data.root)
-    _VERIFIED.add(data.root)
+    _remember_verified(data)
