@@ -3,6 +3,13 @@
 A hostile cell may print gigabytes or fill the disk; output is kept as a bounded tail while it
 streams, and a watchdog polls the clock and the workspace's size, so hitting either is a value
 (`ExecResult.timed_out`, `ExecResult.limit == "disk_limit"`), never an exception.
+
+The workspace cap counts what a walk of the workspace sees; the runs filesystem itself is guarded
+too, so that one run filling it (under its own cap: deleted-but-open files, folders a walk cannot
+list, several runs at once) cannot cost another run its result files: the watchdog stops a cell
+when the filesystem's free space falls below the reserve (`disk_limit` as well), and each sandbox
+holds a preallocated reserve file beside the workspace from start to cleanup, freed just before the
+harness writes the run's results.
 """
 from __future__ import annotations
 
@@ -17,6 +24,53 @@ from .base import ExecResult
 
 DISK_POLL_S = 0.5
 WATCH_S = 0.05
+RESERVE_FILE = ".amb-disk-reserve"
+DEFAULT_RESERVE_MB = 64  # what a run's result files (conversation, trace, result) need at most, with room
+
+
+def reserve_mb() -> int:
+    """The runs filesystem's reserve in MB (AMB_DISK_RESERVE_MB overrides; 0 switches it off)."""
+    try:
+        return max(0, int(os.environ.get("AMB_DISK_RESERVE_MB", DEFAULT_RESERVE_MB)))
+    except ValueError:
+        return DEFAULT_RESERVE_MB
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged writer may still use on the filesystem holding `path`."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def allocate_reserve(folder: Path, mb: int) -> Path | None:
+    """A file of `mb` MB with its blocks allocated (not sparse) in `folder`; None where it cannot be
+    made (the filesystem is already too full, or cannot preallocate: the watchdog's check remains)."""
+    if mb <= 0:
+        return None
+    path = folder / RESERVE_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        os.posix_fallocate(fd, 0, mb << 20)
+    except OSError:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        return None
+    os.close(fd)
+    return path
+
+
+def release_reserve(path: Path | None) -> None:
+    if path is not None:
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 class TailBuffer:
@@ -58,24 +112,34 @@ def tree_bytes(root: Path) -> int:
 
 
 class Watchdog:
-    """Says when a running cell must be stopped: `timeout` or `disk_limit` (None: carry on)."""
+    """Says when a running cell must be stopped: `timeout`, `disk_limit` (the workspace over its cap) or
+    `disk_reserve` (the runs filesystem below its reserve); None: carry on."""
 
-    def __init__(self, timeout: float, workspace: Path, disk_mb: int | None):
+    def __init__(self, timeout: float, workspace: Path, disk_mb: int | None, reserve: int | None = None):
         self.deadline = time.monotonic() + timeout
         self.workspace, self.disk_cap = workspace, (disk_mb * 1024 * 1024 if disk_mb else None)
+        self.reserve = (reserve_mb() if reserve is None else reserve) << 20
         self._next_disk = 0.0
 
     def over_disk(self) -> bool:
         return self.disk_cap is not None and tree_bytes(self.workspace) > self.disk_cap
 
+    def below_reserve(self) -> bool:
+        free = free_bytes(self.workspace) if self.reserve else None
+        return free is not None and free < self.reserve
+
+    def disk_stop(self) -> str | None:
+        if self.below_reserve():
+            return "disk_reserve"
+        return "disk_limit" if self.over_disk() else None
+
     def poll(self) -> str | None:
         now = time.monotonic()
         if now >= self.deadline:
             return "timeout"
-        if self.disk_cap is not None and now >= self._next_disk:
+        if (self.disk_cap is not None or self.reserve) and now >= self._next_disk:
             self._next_disk = now + DISK_POLL_S
-            if self.over_disk():
-                return "disk_limit"
+            return self.disk_stop()
         return None
 
 
@@ -86,10 +150,13 @@ def result_of(out: TailBuffer, err: TailBuffer, exit_code: int | None, started: 
         stderr += f"\n[cell timed out after {timeout:.0f} s and was killed]"
     elif stop == "disk_limit":
         stderr += f"\n[the workspace went over its {disk_mb} MB disk cap; the cell was killed and the run ends]"
+    elif stop == "disk_reserve":
+        stderr += ("\n[the runs filesystem fell below the space the harness keeps for results; the cell was "
+                   "killed and the run ends]")
     return ExecResult(out.text(), stderr, -9 if stop else (exit_code if exit_code is not None else -1),
                       time.monotonic() - started, timed_out=stop == "timeout",
                       truncated=out.truncated or err.truncated,
-                      limit="disk_limit" if stop == "disk_limit" else None)
+                      limit="disk_limit" if stop in ("disk_limit", "disk_reserve") else None)
 
 
 def run_process(cmd: list[str], code: str, *, env: dict[str, str], cwd: Path, timeout: float, cap: int,
@@ -128,8 +195,8 @@ def run_process(cmd: list[str], code: str, *, env: dict[str, str], cwd: Path, ti
     proc.wait()
     for t in threads[:2]:
         t.join(timeout=5)
-    if stop is None and watch.over_disk():
-        stop = "disk_limit"
+    if stop is None:
+        stop = watch.disk_stop()
     return result_of(out, err, proc.returncode, started, stop, timeout, disk_mb)
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
-from .cells import TailBuffer, Watchdog, result_of
+from .cells import TailBuffer, Watchdog, allocate_reserve, release_reserve, reserve_mb, result_of
 from .celluser import cell_user, own_workspace, sanitise
 from .guard import GUARD_INSIDE
 from .local import PASSTHROUGH
@@ -108,6 +108,7 @@ class DockerSandbox(Sandbox):
         self._python: AgentPython | None = None
         self.user = cell_user()
         self._stub: Path | None = None
+        self._reserve: Path | None = None  # the runs filesystem's reserve for this run's results (cells.py)
         self.removed: list[str] = []  # what sanitising the workspace removed after the run
 
     @property
@@ -178,6 +179,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"public data folder missing: {cfg.public_dir}")
         (cfg.workspace_dir / "outputs").mkdir(parents=True, exist_ok=True)
         own_workspace(cfg.workspace_dir, self.user)
+        self._reserve = allocate_reserve(cfg.workspace_dir.parent, reserve_mb())
         self.client = docker_client()
         reap_stale(self.client)
         self._ensure_image()
@@ -216,6 +218,8 @@ class DockerSandbox(Sandbox):
         if self._stub is not None:
             shutil.rmtree(self._stub, ignore_errors=True)
             self._stub = None
+        release_reserve(self._reserve)
+        self._reserve = None
 
     # -- cells -----------------------------------------------------------------------------
     def _environment(self) -> dict[str, str]:
@@ -266,8 +270,8 @@ class DockerSandbox(Sandbox):
             pass
         exit_code = None if stop else api.exec_inspect(ex["Id"]).get("ExitCode")
         self._end_cell(force=bool(stop))
-        if stop is None and watch.over_disk():
-            stop = "disk_limit"
+        if stop is None:
+            stop = watch.disk_stop()
         return result_of(out, err, exit_code, started, stop, timeout, cfg.disk_mb)
 
     def _end_cell(self, force: bool) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from . import seccomp
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
-from .cells import run_process
+from .cells import allocate_reserve, release_reserve, reserve_mb, run_process
 from .celluser import CellUser, cell_user, device_groups, own_workspace, sanitise
 from .cgroups import Cgroups
 from .gpus import cuda_visible_devices, device_nodes
@@ -84,6 +84,7 @@ class LocalSandbox(Sandbox):
         self._python: AgentPython | None = None
         self.user: CellUser = cell_user()
         self.removed: list[str] = []  # what sanitising the workspace removed after the run
+        self._reserve: Path | None = None  # the runs filesystem's reserve for this run's results (cells.py)
 
     def start(self) -> None:
         cfg = self.config
@@ -93,6 +94,7 @@ class LocalSandbox(Sandbox):
         self._python = agent_python(cfg.python, cfg.forbidden)
         if self.bwrap:
             self._prepare_for_cell_user()
+        self._reserve = allocate_reserve(cfg.workspace_dir.parent, reserve_mb())
         self._tmp = Path(tempfile.mkdtemp(prefix="amb-tmp-"))
         self._cgroups = Cgroups.make(cfg.max_processes, cfg.memory_mb)
         self.memory_limit_mode = memory_limit_mode(cfg.memory_mb, self._cgroups, cfg.gpus)
@@ -323,6 +325,8 @@ class LocalSandbox(Sandbox):
         self._cgroups.remove()
         if self.bwrap and self.config.workspace_dir.is_dir():  # after every process of the cell user is gone
             self.removed = sanitise(self.config.workspace_dir)
+        release_reserve(self._reserve)  # the space the run's result files are written into next
+        self._reserve = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
