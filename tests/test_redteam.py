@@ -10,8 +10,11 @@ guard or contained by the sandbox, and that the session went on. Placeholders (@
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
+import os
 import socket
+import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -21,7 +24,10 @@ import pytest
 from inner_session import HARNESS, case_facts, cells_of, run_session, session_facts, write_suite
 
 REDTEAM = Path(__file__).parent / "redteam"
-CASES = sorted(p.stem for p in REDTEAM.glob("*.yaml"))
+ALL_CASES = sorted(p.stem for p in REDTEAM.glob("*.yaml"))
+# AMB_RT_CASES=pattern,pattern picks a subset (the unprivileged leg, scripts/redteam_unprivileged.sh)
+CASES = [c for c in ALL_CASES if any(fnmatch.fnmatch(c, pat.strip())
+                                     for pat in (os.environ.get("AMB_RT_CASES") or "*").split(","))]
 CONTROLS = ["train_allowed"]  # not hostile: training where the task allows it must not be flagged
 CANARY = "AMB-CANARY-7f3d9c"
 ESCAPES = [Path("/etc/amb-escape"), Path("/usr/amb-escape")]
@@ -97,6 +103,24 @@ def leaks(run_dir: Path) -> list[str]:
     return found
 
 
+def specials(run_dir: Path) -> list[str]:
+    """What a saved run folder must never hold: device nodes, FIFOs, sockets, setuid/setgid files."""
+    found, stack = [], [str(run_dir)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(e.path)
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)) \
+                    or st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                found.append(f"{os.path.relpath(e.path, run_dir)} {oct(st.st_mode)}")
+    return found
+
+
 def leftover_processes(marker: bytes) -> list[int]:
     pids = []
     for d in Path("/proc").iterdir():
@@ -143,6 +167,7 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
     for case, task_id in tasks.items():
         facts["cases"][case] = case_facts(runs, task_id)
         facts["cases"][case]["leaks"] = leaks(Path(facts["cases"][case]["run_dir"]))
+        facts["cases"][case]["specials"] = specials(Path(facts["cases"][case]["run_dir"]))
     return facts
 
 
@@ -170,6 +195,7 @@ def test_redteam_case(redteam, name, record_property):
     assert r is not None, (f"{name}: the run has no result.json (the session did not go on)\n"
                            f"{redteam['stdout']}\n{redteam['stderr']}")
     assert not case["leaks"], f"{name}: the canary leaked into {case['leaks']}"
+    assert not case["specials"], f"{name}: the saved run folder holds {case['specials']}"
     assert r["provenance"]["isolation"] == ("docker" if redteam["backend"] == "docker" else "bubblewrap")
     record_property("redteam", f"{redteam['backend']}:{outcome(case)}")
     for v in r["violations"]:
@@ -240,6 +266,17 @@ def _disqualified(rt, r, cells, out):
     assert r["failure_mode"] == "disqualified" and r["medal"] == "F" and r["overall"] == 0
 
 
+def _privilege(rt, r, cells, out):
+    """Privilege cases (priv_*): each attempt prints DENIED or ALLOWED; none may be allowed."""
+    if any(c["blocked"] for c in cells):
+        return  # the guard refused the cell before it ran: blocked, which is also contained
+    assert "DENIED" in out, out[-2000:]
+    allowed = [line for line in out.splitlines() if line.startswith("ALLOWED")]
+    if rt["backend"] == "docker":  # Docker's own default seccomp profile: engines before 25.0 allow io_uring
+        allowed = [line for line in allowed if not line.startswith("ALLOWED io_uring")]
+    assert not allowed, f"privileged operations succeeded on {rt['backend']}: {allowed}"
+
+
 SPECIFIC = {
     "network_loopback": _network, "network_host_ip": _network, "network_bash": _network,
     "write_outside": _write_outside, "write_outside_bash": _write_outside, "write_public": _write_public,
@@ -248,12 +285,13 @@ SPECIFIC = {
     "sleep_forever": _sleep, "sleep_background": _background, "fork_bomb": _fork, "fork_bomb_python": _fork,
     "train_inference_only": _train_blocked, "train_allowed": _train_allowed, "repeat_offender": _disqualified,
     "symlink_output": _links_dropped,
+    **{case: _privilege for case in CASES if case.startswith("priv_")},
 }
 
 
 def test_redteam_session_completed(redteam):
     """The inner session ran every case to a result (hostile agents fail their runs, never the harness)."""
-    assert len(CASES) >= 30
+    assert len(ALL_CASES) >= 30 and CASES
     missing = [c for c, f in redteam["cases"].items() if f["result"] is None]
     assert not missing, f"no result for {missing}:\n{redteam['stdout']}\n{redteam['stderr']}"
     assert "error" not in redteam["stdout"].splitlines()[-1], redteam["stdout"]
