@@ -38,6 +38,6 @@ exec setpriv --reuid="$uid" --regid="$uid" --clear-groups \
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$work/home" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 \
       PYTHONPATH="$checkout" AMB_RT_CASES="$AMB_RT_CASES" \
   "$PY" -m pytest -p no:cacheprovider "$checkout/tests/test_redteam.py" -k local -q \
-      --basetemp="$work/home/pytest" -o cache_dir="$work/home/.pytest_cache"
+      --basetemp="$work/home/pytest"
 INNER
 echo "redteam_unprivileged: done in $(( $(date +%s) - started )) s as uid $USER_ID"
