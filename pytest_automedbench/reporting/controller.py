@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .. import __version__
+from .. import __version__, safefs
 from ..files import atomic_write
 from ..runfiles import try_read_result
 from . import baseline as baselines
@@ -55,7 +55,7 @@ def write_reports(doc: dict[str, Any], report_dir: Path, runs_dir: Path) -> dict
     report_dir.mkdir(parents=True, exist_ok=True)
     paths = {"results": report_dir / "amb-results.json", "leaderboard": report_dir / "leaderboard.md"}
     atomic_write(paths["results"], json.dumps(doc, indent=2))
-    atomic_write(paths["leaderboard"], render_markdown(doc))
+    atomic_write(paths["leaderboard"], safefs.shown(render_markdown(doc)))  # a lone surrogate cannot stop it
     paths["html"] = write_html(report_dir, doc, runs_dir)
     return paths
 
