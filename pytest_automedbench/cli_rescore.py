@@ -3,7 +3,7 @@
 For each `<RUNS_DIR>/<run-id>/` it rebuilds the RunRecord from conversation.json, trace.jsonl and
 result.json, reloads the task file named in result.json's provenance, and scores the saved
 workspace again against the prepared data (runner.score_run: the same metric and judge a live run
-uses). The new scores replace the old in result.json (atomically; `rescored_at` is added), then
+uses), after the live run's link check (sandbox.guard.disqualify_escaping_links). The new scores replace the old in result.json (atomically; `rescored_at` is added), then
 amb-results.json, leaderboard.md and index.html are written again from every run rescored.
 
 A folder that cannot be rescored -- damaged files, a task file that no longer loads, data not
@@ -59,6 +59,7 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
     from .data import DataCorrupted, DataNotPrepared, ensure_prepared
     from .runfiles import RunFilesError, check_result, load_run, read_result, write_run_files
     from .runner import score_run
+    from .sandbox.guard import disqualify_escaping_links
     from .tasks import TaskSpecError
 
     path = run_dir / "result.json"
@@ -82,6 +83,12 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
         data = ensure_prepared(task, data_dir)
     except (DataNotPrepared, DataCorrupted, TaskSpecError) as e:
         raise RescoreError(f"{run_dir.name}: {e}") from None
+    # The live run's link check too: a link out of the workspace (added after the run, or by a harness
+    # older than the check) is removed and counted against the run, and unlistable folders made listable.
+    seen = len(record.violations)
+    disqualify_escaping_links(record, workspace)
+    if len(record.violations) != seen:
+        result["violations"] = record.violations
     try:
         scores = score_run(task, result["tier"], record, workspace, data)
     except Exception as e:  # noqa: BLE001 - a scorer fault on one run: one line, the others go on

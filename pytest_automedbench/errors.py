@@ -9,17 +9,19 @@ with none). Documented in docs/scoring.md (detectors) and docs/reports.md (E-cod
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from . import safefs
 from .agents.loop import RunRecord
 from .judge import patterns as P
 from .judge.evidence import Cell, full_run, read_run
 from .metrics import TrackResult
 from .metrics.base import CaseKind
+
+PLAN_READ_LIMIT = 1 << 20  # plan.md is read this far (a sparse 300 MB plan costs no more)
 
 
 @dataclass(frozen=True)
@@ -289,14 +291,12 @@ def submission(f: RunFacts) -> list[Fired]:
 def _misplaced(workspace: Path, cases: list[str], max_files: int = 5000) -> list[str]:
     """Files outside outputs/ named after a missing case (outputs written to the wrong folder)."""
     found, seen = [], 0
-    for root, dirs, files in os.walk(workspace):
-        if Path(root) == workspace:
-            dirs[:] = [d for d in dirs if d != "outputs"]
-        for name in files:
-            seen += 1
-            rel = str((Path(root) / name).relative_to(workspace))
-            if any(c in rel for c in cases):
-                found.append(rel)
+    for entry in safefs.walk(workspace, skip_top=("outputs",)):
+        if entry.is_dir:
+            continue
+        seen += 1
+        if any(c in entry.rel for c in cases):
+            found.append(safefs.shown(entry.rel))
         if seen > max_files:  # an installed environment in the workspace; enough looked at
             break
     return found
@@ -308,7 +308,8 @@ def task_understanding(f: RunFacts) -> list[Fired]:
         fired.append(_fire("TSK-NO-ATTEMPT", f"no code cell in {f.record.turns} turns"))
     plan = f.workspace / "plan.md"
     words = TRACK_WORDS.get(f.track_name)
-    if plan.is_file() and words and not re.search(words, plan.read_text(errors="replace"), re.I):
+    text = safefs.try_read_text(plan, PLAN_READ_LIMIT, inside_of=f.workspace) if words else None
+    if text is not None and not re.search(words, text, re.I):
         fired.append(_fire("TSK-OFF-TASK", f"plan.md never mentions {f.track_name} ({words})"))
     if f.inference_only:
         train = next((c for c in f.cells if c.facts.training), None)

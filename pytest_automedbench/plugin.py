@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hooks
+from . import hooks, safefs
 from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
 from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .data import DataNotPrepared, ensure_prepared
@@ -223,6 +223,10 @@ class AgentShortfall(Exception):
     """The agent fell short (the test fails, not errors)."""
 
 
+# Faults with a one-line message (the test's ERROR shows it, no traceback).
+KNOWN_FAULTS = (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable, *HARNESS_ERRORS)
+
+
 class TaskItem(pytest.Item):
     def __init__(self, *, task, tier, repeat, **kwargs):
         super().__init__(**kwargs)
@@ -239,18 +243,20 @@ class TaskItem(pytest.Item):
         try:
             self._run_or_reuse()
             return
-        except (AgentError, SandboxError, StepFileError, TaskSpecError, MetricUnavailable, *HARNESS_ERRORS) as e:
-            message = str(e)
+        except BaseException as e:
             saved = getattr(e, "amb_saved", None)  # an errored run on disk: the reports count it apart
-            if saved is not None:
+            if saved is not None:  # whatever the exception (a bug's too): the saved run reaches the reports
                 for key, value in properties(*saved).items():
                     self.user_properties.append((key, value))
+            if not isinstance(e, KNOWN_FAULTS):
+                raise  # a bug, an interrupt or pytest's own skip: pytest reports it as it is
+            message = str(e)
             if isinstance(e, RunsDirBusy):  # another session holds the runs dir: no other item can run either
                 self.session.shouldstop = message
         finally:
             if progress is not None:
                 progress.end()
-        pytest.fail(message, pytrace=False)  # an ERROR (it is in setup) showing the message only
+        pytest.fail(safefs.shown(message), pytrace=False)  # an ERROR (it is in setup) showing the message only
 
     def _run_or_reuse(self):
         settings = self.config.stash[SETTINGS_KEY]
@@ -284,8 +290,8 @@ class TaskItem(pytest.Item):
     def runtest(self):
         r = self.result
         settings = self.config.stash[SETTINGS_KEY]
-        if r["failure_mode"]:
-            raise AgentShortfall(f"{r['failure_mode']}: {describe(r)}")
+        if r["failure_mode"]:  # shown(): text the agent chose must survive pytest-xdist's UTF-8 transport
+            raise AgentShortfall(safefs.shown(f"{r['failure_mode']}: {describe(r)}"))
         if r["overall"] < settings.fail_under:
             raise AgentShortfall(f"overall {r['overall']:.1f} is below --amb-fail-under {settings.fail_under:g}: "
                                  + describe(r))
@@ -327,4 +333,4 @@ def properties(r: dict, result_path: Path) -> dict:
         "amb_result": os.fspath(result_path),
         **run_properties(r),  # E-codes, comparable, judge fallback, ReX-MLE percentile/medal (reporting/properties.py)
     }
-    return props
+    return {k: safefs.shown(v) if isinstance(v, str) else v for k, v in props.items()}

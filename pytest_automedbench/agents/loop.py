@@ -113,10 +113,10 @@ def format_tool_output(result: ExecResult, limits: Limits) -> str:
 
 
 def count_outputs(output_dir: Path) -> int:
-    n = 0
-    for _root, _dirs, files in os.walk(output_dir):
-        n += len(files)
-    return n
+    """Entries under outputs/ that are not folders (safefs.walk: loops, deep trees and odd names end)."""
+    from ..safefs import count_files
+
+    return count_files(output_dir)
 
 
 class AgentLoop:

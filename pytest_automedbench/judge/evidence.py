@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import safefs
 from ..agents.loop import RunRecord, TraceEvent
 from .code import CodeFacts, read_cell
 
@@ -90,10 +91,10 @@ def find_file(name: str, roots: list[Path | None], limit: int = 50000) -> Path |
     for root in roots:
         if root is None or not root.is_dir():
             continue
-        for folder, dirs, files in os.walk(root):
-            if name in files:
-                return Path(folder) / name
-            seen += len(files) + len(dirs)
+        for entry in safefs.walk(root):  # lstat, iterative: loops, deep trees and odd names end
+            if entry.name == name and not entry.is_dir:
+                return Path(entry.path)
+            seen += 1
             if seen > limit:
                 return None
     return None

@@ -24,6 +24,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import safefs
+
 
 class CaseKind(str, Enum):
     MISSING = "missing"
@@ -167,7 +169,7 @@ def _entry_cases(entry: os.DirEntry) -> int:
     if suffix not in ("json", "csv", "tsv") or st.st_size > _READ_LIMIT:
         return 1
     try:
-        text = Path(entry.path).read_text(encoding="utf-8", errors="replace")
+        text = safefs.read_text(entry.path, _READ_LIMIT, cut=False)  # a regular file, never a FIFO or link
         if suffix == "json":
             data = json.loads(text)
             if isinstance(data, dict) and data and all(not isinstance(v, (dict, list)) for v in data.values()):

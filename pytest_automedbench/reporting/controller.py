@@ -5,6 +5,7 @@ run), never on a pytest-xdist worker, so workers never write the aggregate files
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from .. import __version__
+from .. import __version__, safefs
 from ..files import atomic_write
-from ..runfiles import try_read_result
+from ..runfiles import run_id, try_read_result
 from . import baseline as baselines
 from . import rexmle
 from .leaderboard import aggregate, error_analysis
@@ -55,7 +56,7 @@ def write_reports(doc: dict[str, Any], report_dir: Path, runs_dir: Path) -> dict
     report_dir.mkdir(parents=True, exist_ok=True)
     paths = {"results": report_dir / "amb-results.json", "leaderboard": report_dir / "leaderboard.md"}
     atomic_write(paths["results"], json.dumps(doc, indent=2))
-    atomic_write(paths["leaderboard"], render_markdown(doc))
+    atomic_write(paths["leaderboard"], safefs.shown(render_markdown(doc)))  # a lone surrogate cannot stop it
     paths["html"] = write_html(report_dir, doc, runs_dir)
     return paths
 
@@ -110,6 +111,16 @@ class ResultsCollector:
                 tr.ensure_newline()
                 tr.write_line(progress_line(self.runs[run_id], reused=run_id in self.reused))
 
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        """A pytest-xdist worker died (kill -9, a segfault) while running `crashitem`: its run is in no
+        report's properties, so it is built here from the node id, marked `lost` (errored: counted
+        apart, in no score) and left out of the runs dir, so --amb-resume runs it again."""
+        run = lost_run(crashitem, self.settings.model, str(getattr(report, "longrepr", "") or "the worker crashed"))
+        if run is not None and run["run_id"] not in self.runs:
+            run["outcome_nodeid"] = crashitem
+            self.runs[run["run_id"]] = run
 
     # -- at the end ----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the ReX-MLE Rank goes in as suite properties
@@ -213,6 +224,24 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
             f"{fmt_seconds(r.get('wall_time_s'))} {fmt_tokens(tokens)} tokens"
             + ("" if r.get("comparable") is not False else " (not comparable)")
             + (" (reused)" if reused else ""))
+
+
+ITEM_NAME = re.compile(r"::(?P<track>[^/:]+)/(?P<task>[^\[/:]+)\[(?P<tier>[a-z]+)(?:-r(?P<repeat>\d+))?\]$")
+
+
+def lost_run(nodeid: str, model: str, why: str) -> dict[str, Any] | None:
+    """The run of a benchmark item whose worker died, from its node id (plugin.TaskFile names items
+    `<track>/<task id>[<tier>(-r<repeat>)]`); None for any other test."""
+    m = ITEM_NAME.search(nodeid)
+    if m is None:
+        return None
+    repeat = int(m["repeat"] or 1)
+    return {"run_id": run_id(m["task"], m["tier"], model, repeat), "task_id": m["task"], "track": m["track"],
+            "tier": m["tier"], "model": model, "repeat": repeat, "overall": 0.0, "agentic": 0.0, "task_score": 0.0,
+            "completion_rate": 0.0, "stages": {s: 0.0 for s in ("S1", "S2", "S3", "S4", "S5")}, "medal": None,
+            "failure_mode": "lost", "errored": True, "lost": True, "error_codes": [], "violations": [],
+            "turns": 0, "wall_time_s": None, "tokens": {}, "cost_usd": None,
+            "error": safefs.shown(f"lost: {why}"[:500])}
 
 
 def _from_properties(props: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import errors
+from .. import errors, safefs
 from ..files import atomic_write
 from ..runfiles import viewer_files
 from . import charts, rexmle
@@ -24,6 +24,8 @@ from .markdown import report_tables
 from .tables import STAGES, Table, fmt_pct, fmt_seconds, fmt_tokens
 
 MAX_TEXT = 20000  # characters kept of any one message or stream in the viewer
+PLAN_MD_BYTES = 4 * MAX_TEXT  # bytes of plan.md read (at most MAX_TEXT characters are shown)
+PLAN_PNG_BYTES = 4 << 20  # a bigger plan.png is not embedded
 
 
 def _cut(text: Any) -> Any:
@@ -67,13 +69,14 @@ VIEW_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall",
 def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
     run_dir = Path(runs_dir) / str(result.get("run_id"))
     workspace = run_dir / "workspace"
+    # The agent's plan files, read up to a bound (a sparse 300 MB plan.md has no disk blocks, so no disk cap
+    # stops it): regular files in the workspace only, never a link or a FIFO.
+    plan_md = safefs.try_read_text(workspace / "plan.md", PLAN_MD_BYTES, inside_of=workspace)
+    plan_md = _cut(plan_md)
     try:
-        plan_md = _cut((workspace / "plan.md").read_text(errors="replace"))
-    except OSError:
-        plan_md = None
-    try:
-        plan_png = "data:image/png;base64," + base64.b64encode((workspace / "plan.png").read_bytes()).decode()
-    except OSError:
+        png = safefs.read_bytes(workspace / "plan.png", PLAN_PNG_BYTES, inside_of=workspace, cut=False)
+        plan_png = "data:image/png;base64," + base64.b64encode(png).decode()
+    except OSError:  # missing, not a regular file, or bigger than a diagram needs: not shown
         plan_png = None
     view = {k: result.get(k) for k in VIEW_KEYS}
     view["shown_medal"] = rexmle.run_medal(result)
@@ -305,7 +308,7 @@ def _filter_options(doc: dict[str, Any]) -> str:
 def page(doc: dict[str, Any], runs_dir: Path) -> str:
     runs = doc["runs"]
     views = [run_view(r, runs_dir) for r in runs]
-    data = json.dumps(views).replace("</", "<\\/")
+    data = embedded_json(views)
     tables = report_tables(doc)
     paper = [t for t in tables if t.id.startswith("paper-")]
     boards = [t for t in tables if t.id.startswith("level-")]
@@ -335,6 +338,14 @@ def page(doc: dict[str, Any], runs_dir: Path) -> str:
     return re.sub(r"\{\{(\w+)\}\}", lambda m: parts[m.group(1)], TEMPLATE)
 
 
+def embedded_json(value: Any) -> str:
+    """JSON for a `<script type="application/json">` element: `<`, `>` and `&` as \\u escapes (valid
+    JSON, identical once parsed), so no text in it -- `</script>`, `<!--<script>` in a line of agent
+    stdout -- can end the element or switch the HTML parser into its script-escaped states."""
+    return (json.dumps(value, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026"))
+
+
 def _asset(name: str) -> str:
     """The page's stylesheet or script (package data beside this module), inlined into the page."""
     return (Path(__file__).parent / name).read_text(encoding="utf-8")
@@ -342,7 +353,7 @@ def _asset(name: str) -> str:
 
 def write_html(report_dir: Path, doc: dict[str, Any], runs_dir: Path) -> Path:
     path = Path(report_dir) / "index.html"
-    atomic_write(path, page(doc, runs_dir))
+    atomic_write(path, safefs.shown(page(doc, runs_dir)))  # a lone surrogate in a task's text cannot stop it
     return path
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import safefs
 from .base import AGENT_WORKSPACE, ExecResult, Sandbox
 
 GUARD_INSIDE = "/opt/amb-guard"  # where sandboxes that remap paths mount the guard folder
@@ -32,7 +33,10 @@ WRAPPED_COMMANDS = ("cat", "head", "tail", "less", "more", "cp", "mv", "ln", "ls
 
 # (rule, pattern, explanation) checked on every cell's source.
 _PATH_RULES = [
-    ("forbidden_path", r"/proc/(?:self|\d+|\$\w+|\{[^}]*\}|[\"']\s*\+)[^\s\"']*?/(?:root|cwd|environ|mem)\b",
+    # Bounded repetitions: an unbounded lazy `[^\s"']*?` retried at every "/proc/self" of a long line
+    # made the check quadratic (200 KB of "/proc/self" took 40 s). A real path's middle is short.
+    ("forbidden_path", r"/proc/(?:self|\d{1,10}|\$\w{1,64}|\{[^}\n]{0,80}\}|[\"']\s{0,8}\+)[^\s\"']{0,160}?"
+                       r"/(?:root|cwd|environ|mem)\b",
      "reads another process's root, cwd, environment or memory"),
     ("forbidden_path", r"/proc/[\"']?\s*[+%,]|/proc/\*",
      "builds /proc paths of other processes"),
@@ -78,16 +82,24 @@ def remove_escaping_links(workspace: Path, cell: int | None = None) -> list[dict
     """Delete links in the workspace that resolve outside it, before the host reads the outputs.
 
     Inside the sandbox such a link points nowhere, but the scorer on the host would follow it (a
-    link to the private labels would score perfectly). Each one is a violation.
+    link to the private labels would score perfectly). Each one is a violation. The walk is
+    safefs's (lstat, iterative: loops and deep trees end); a folder the agent made unlistable is
+    made listable again, and one that stays unlistable is a violation too (what it hides is unread).
     """
-    root, found = workspace.resolve(), []
-    for dirpath, dirnames, filenames in os.walk(workspace):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            if path.is_symlink() and not _inside(path.resolve(), root):
-                found.append(Violation(cell, "symlink_escape", f"{path.relative_to(workspace)} -> "
-                                       f"{os.readlink(path)}", "outputs").as_dict())
-                path.unlink()
+    root, found = os.path.realpath(workspace), []
+    walker = safefs.walk(workspace, fix_modes=True)
+    for entry in walker:
+        if entry.is_link and not safefs.inside(entry.path, root):
+            try:
+                target = os.readlink(entry.path)
+                os.unlink(entry.path)
+            except OSError:
+                continue  # gone meanwhile
+            found.append(Violation(cell, "symlink_escape", safefs.shown(f"{entry.rel} -> {target}"),
+                                   "outputs").as_dict())
+    for rel in walker.unlistable:
+        found.append(Violation(cell, "unlistable_folder", safefs.shown(f"{rel}: the harness cannot list it"),
+                               "outputs").as_dict())
     return found
 
 
@@ -99,10 +111,6 @@ def disqualify_escaping_links(record, workspace: Path) -> None:
             v["action"] = "disqualified"
             record.disqualified = True
         record.violations.append(v)
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 @dataclass
@@ -218,6 +226,9 @@ class PolicyGuard(Sandbox):
 
     def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:
         self.cells += 1
+        # A lone surrogate (a model's "\ud800") has no UTF-8 form: the cell runs with U+FFFD in its place
+        # (no valid source holds one) instead of the harness failing to encode it.
+        code = safefs.shown(code)
         hit = static_check(code, self.inference_only, self.forbidden, self.allowed)
         if hit:
             v = self._record(hit[0], hit[1], "static")

@@ -3,9 +3,11 @@ the worker, the session or the host down.
 
     track = evaluate(spec, outputs, private, public, hook)   # what the track metric returns
 
-1. Before anything reads it, every entry under outputs/ is checked (`sizes.check`): its declared
-   size -- NIfTI/MHA/NRRD/NumPy/image headers, what a gzip stream decompresses to, a file's
-   apparent size -- against the task's reference data, and that it is a regular file or folder.
+1. Before anything reads it, every entry under outputs/ is checked (`sizes.check`, walking by
+   lstat through `safefs.walk`): its declared size -- NIfTI/MHA/NRRD/NumPy/image headers, what a
+   gzip stream decompresses to, a file's apparent size -- against the task's reference data, and
+   that it is a regular file or folder (a link only to one inside outputs/). Past the entry limit,
+   or with a folder the harness cannot list, the whole submission is refused: no metric runs.
 2. The metric (and a ReX-MLE task's grader) runs in a forked child under a memory cap
    (`child.run_capped`); when something was refused, it sees a view of outputs/ without it.
 3. Each refused file becomes a *format* case error of its case ("refused: declares ..."), so the
@@ -34,6 +36,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import safefs
 from ..metrics.base import CaseError, TrackResult
 from . import sizes
 from .child import ChildStats, ScorerFailed, ScorerOutOfMemory, can_fork, run_capped
@@ -115,15 +118,16 @@ def _view(outputs: Path, refused: set[str]) -> Path:
     """A temporary folder mirroring outputs/ by links, without the refused entries."""
     view = Path(tempfile.mkdtemp(prefix="amb-scoring-view-")) / "outputs"
     view.mkdir()
-    for folder, dirs, files in os.walk(outputs):
-        rel = Path(folder).relative_to(outputs)
-        for name in dirs:
-            if (rel / name).as_posix() not in refused:
-                (view / rel / name).mkdir()
-        dirs[:] = [d for d in dirs if (rel / d).as_posix() not in refused]
-        for name in files:
-            if (rel / name).as_posix() not in refused:
-                os.symlink(Path(folder, name).absolute(), view / rel / name)
+    skipped: list[str] = []  # refused folders: nothing under them is mirrored
+    for entry in safefs.walk(outputs):
+        if entry.rel in refused or any(entry.rel.startswith(s + "/") for s in skipped):
+            if entry.is_dir:
+                skipped.append(entry.rel)
+            continue
+        if entry.is_dir:
+            (view / entry.rel).mkdir()
+        else:
+            os.symlink(os.path.abspath(entry.path), view / entry.rel)
     return view
 
 
@@ -155,6 +159,11 @@ def evaluate(spec, outputs: Path, private: Path, public: Path, hook: Callable[..
     exp = sizes.expectation(private, public)
     n_cases = getattr(getattr(spec, "cases", None), "count", 1)
     refusals, _ = sizes.check(outputs, exp, n_cases) if outputs.is_dir() else ([], 0)
+    whole = next((r for r in refusals if r.whole), None)
+    if whole is not None:  # nothing of it reaches the metric
+        track = TrackResult(score=0.0, n_cases=n_cases, n_valid=0, case_errors=[format_error(whole.name, whole.problem)])
+        track.diagnostics["refused_files"] = [whole.name]
+        return printable(track)
     view = _view(outputs, {r.name for r in refusals}) if refusals else outputs
     cap = memory_cap(exp)
     try:
@@ -183,7 +192,17 @@ def evaluate(spec, outputs: Path, private: Path, public: Path, hook: Callable[..
             shutil.rmtree(view.parent, ignore_errors=True)
     apply_refusals(track, refusals)
     if refusals:
-        track.diagnostics["refused_files"] = [r.name for r in refusals]
+        track.diagnostics["refused_files"] = [safefs.shown(r.name) for r in refusals]
+    return printable(track)
+
+
+def printable(track: TrackResult) -> TrackResult:
+    """`track` with file names the agent chose (undecodable bytes become lone surrogates) made UTF-8
+    safe: they reach result.json, the test's failure message and pytest-xdist's reports."""
+    for e in track.case_errors:
+        e.case, e.problem = safefs.shown(str(e.case)), safefs.shown(str(e.problem))
+    track.extra_files = [safefs.shown(str(n)) for n in track.extra_files]
+    track.per_case = {safefs.shown(str(k)): v for k, v in track.per_case.items()}
     return track
 
 

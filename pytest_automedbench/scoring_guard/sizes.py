@@ -9,11 +9,14 @@ uses). Each is compared with what the task's own reference data needs (`Expectat
   least `VOXEL_FLOOR` values), and a header no bigger than `MAX_HEADER_BYTES`;
 - other files: at most `TEXT_SLACK` x the largest reference file with the same suffix (and at
   least `TEXT_FLOOR` bytes);
-- at most `max(MIN_ENTRIES, ENTRIES_PER_CASE x cases)` entries under outputs/, and regular files
-  and folders only (a FIFO or a device would block or never end a read).
+- at most `max(MIN_ENTRIES, ENTRIES_PER_CASE x cases)` entries under outputs/ (past it, or with a
+  folder the harness cannot list, the whole submission is refused), and regular files and folders
+  only (a FIFO or a device would block or never end a read; a link that loops or leaves outputs/
+  is refused too).
 """
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import math
@@ -24,6 +27,8 @@ import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .. import safefs
 
 VOXEL_FLOOR = 1 << 24  # 16.8 M values: a 256^3 volume
 VOXEL_SLACK = 4
@@ -269,9 +274,9 @@ def expectation(*roots: Path) -> Expectation:
 
 def _reference_files(root: Path):
     n = 0
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            yield Path(folder) / name
+    for entry in safefs.walk(root):
+        if entry.is_file or (entry.is_link and os.path.isfile(entry.path)):  # a user's data may be linked
+            yield Path(entry.path)
             n += 1
             if n >= REFERENCE_FILES:
                 return
@@ -282,46 +287,65 @@ def _reference_files(root: Path):
 class Refusal:
     name: str  # relative to outputs/ (posix)
     problem: str
+    whole: bool = False  # the whole submission is refused (nothing under outputs/ is scored)
 
 
 def check(outputs: Path, exp: Expectation, n_cases: int) -> tuple[list[Refusal], int]:
-    """Refusals for the entries under outputs/ (walked without following links out of it), and how
-    many entries were looked at."""
+    """Refusals for the entries under outputs/, and how many entries were looked at.
+
+    Walked by lstat (safefs.walk: a link is never followed, so a loop or a deep tree ends): a link
+    that loops, or whose target leaves outputs/ or is not a regular file or folder, is refused; so
+    is a FIFO, socket or device. Folders the agent made unlistable are made listable again where
+    the harness may; one that stays unlistable, or more entries than the limit, refuses the whole
+    submission (a check that stopped early would let what it did not look at reach the metric)."""
     refusals: list[Refusal] = []
     limit_entries = max(MIN_ENTRIES, ENTRIES_PER_CASE * max(1, n_cases))
-    seen_dirs: set[tuple[int, int]] = set()
-    entries = 0
-    stack = [Path(outputs)]
     root = Path(outputs)
-    while stack:
-        folder = stack.pop()
-        try:
-            st = folder.stat()
-            if (st.st_dev, st.st_ino) in seen_dirs:
-                continue  # a link back into a folder already seen
-            seen_dirs.add((st.st_dev, st.st_ino))
-            children = sorted(folder.iterdir())
-        except OSError:
+    walker = safefs.walk(root, max_entries=limit_entries, fix_modes=True)
+    for entry in walker:
+        if entry.is_dir:
             continue
-        for path in children:
-            entries += 1
-            rel = path.relative_to(root).as_posix()
-            if entries > limit_entries:
-                refusals.append(Refusal(rel, f"refused: outputs/ holds more than {limit_entries} entries"))
-                return refusals, entries
+        rel = entry.rel
+        if entry.is_link:
+            problem = _link_problem(entry.path, root)
+            if problem:
+                refusals.append(Refusal(rel, problem))
+                continue
             try:
-                mode = path.stat().st_mode  # follows a link: what a reader would open
+                mode = os.stat(entry.path).st_mode  # the target: what a reader would open
             except OSError:
-                continue  # a dangling link: the metric sees a missing file
+                continue  # dangling: the metric sees a missing file
             if stat.S_ISDIR(mode):
-                stack.append(path)
-            elif not stat.S_ISREG(mode):
-                refusals.append(Refusal(rel, "refused: not a regular file (a FIFO, socket or device cannot be scored)"))
-            else:
-                problem = _too_big(path, exp)
-                if problem:
-                    refusals.append(Refusal(rel, problem))
-    return refusals, entries
+                continue  # its entries are walked where they really are (inside outputs/)
+        else:
+            mode = entry.mode
+        if not stat.S_ISREG(mode):
+            refusals.append(Refusal(rel, "refused: not a regular file (a FIFO, socket or device cannot be scored)"))
+            continue
+        problem = _too_big(Path(entry.path), exp)
+        if problem:
+            refusals.append(Refusal(rel, problem))
+    if walker.truncated:
+        return [Refusal("outputs", f"refused: outputs/ holds more than {limit_entries} entries (the whole "
+                        "submission is refused)", whole=True)], walker.entries + 1
+    if walker.unlistable:
+        shown = ", ".join(safefs.shown(n) for n in walker.unlistable[:3])
+        return [Refusal("outputs", f"refused: folders the harness cannot list ({shown}): the whole "
+                        "submission is refused", whole=True)], walker.entries
+    return refusals, walker.entries
+
+
+def _link_problem(path: str, root: Path) -> str | None:
+    """Why a link under outputs/ is refused (None: it points at something inside outputs/, or nowhere)."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "refused: a symlink loop"
+        return None if safefs.inside(path, root) else "refused: a link out of outputs/"
+    if not safefs.inside(path, root):
+        return "refused: a link out of outputs/"
+    return None
 
 
 def _too_big(path: Path, exp: Expectation) -> str | None:

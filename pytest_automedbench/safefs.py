@@ -1,0 +1,235 @@
+"""Walking and reading what an agent left behind, without trusting any of it.
+
+Every host-side look at a workspace or its outputs goes through here (the scoring guard, the link
+check, the error detectors, the judge's evidence, the reports):
+
+    for entry in walk(root):                  # iterative, lstat-based: never follows a link
+        entry.rel, entry.is_dir, entry.is_link, entry.is_file, entry.size
+    text = read_text(path, limit=1 << 20, inside=outputs)   # a regular file, read up to a bound
+
+What an agent can leave that this survives: symlink loops and links out of the folder (a link is
+an entry, never followed), trees thousands of levels deep (no recursion; a folder whose path is
+longer than the system allows is reported as unreachable, not raised), names that are not UTF-8
+(kept as os.fsdecode gives them; `shown()` makes them printable), FIFOs and devices (never opened:
+a reader opens with O_NONBLOCK and O_NOFOLLOW and refuses anything but a regular file), sparse
+or huge files (read up to `limit`), and folders it made unlistable (chmod 000): `walk` makes them
+listable again when the harness may (`fix_modes=True`: it owns them, or it is root), else reports
+them in `Walk.unlistable` so the caller counts them against the run.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+LISTABLE = stat.S_IRUSR | stat.S_IXUSR  # what the owner needs to list a folder and reach what it holds
+
+
+class UnsafeFile(OSError):
+    """A file the harness will not read: not a regular file, a link, outside its folder, or too big."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry under the walked root, as lstat saw it (a link is a link, not what it points to)."""
+
+    path: str  # the full path (root joined with rel)
+    rel: str  # relative to the root, '/'-separated
+    mode: int
+    size: int
+    depth: int  # 1 for the root's own children
+
+    @property
+    def name(self) -> str:
+        return self.rel.rsplit("/", 1)[-1]
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def is_link(self) -> bool:
+        return stat.S_ISLNK(self.mode)
+
+    @property
+    def is_file(self) -> bool:
+        return stat.S_ISREG(self.mode)
+
+
+@dataclass
+class Walk:
+    """An iterator over a tree's entries (parents before children), with what it could not look into."""
+
+    root: str
+    max_entries: int | None = None
+    skip_top: frozenset = frozenset()
+    fix_modes: bool = False
+    unlistable: list[str] = field(default_factory=list)  # folders (rel) it could not list
+    fixed: list[str] = field(default_factory=list)  # folders (rel) it made listable
+    truncated: bool = False  # stopped at max_entries with entries left
+    entries: int = 0
+
+    def __iter__(self) -> Iterator[Entry]:
+        stack: list[tuple[str, str, int]] = [(self.root, "", 0)]
+        while stack:
+            folder, rel, depth = stack.pop()
+            names = self._list(folder, rel)
+            if names is None:
+                continue
+            children: list[Entry] = []
+            for name in sorted(names):
+                if depth == 0 and name in self.skip_top:
+                    continue
+                if self.max_entries is not None and self.entries >= self.max_entries:
+                    self.truncated = True
+                    return
+                path = os.path.join(folder, name)
+                child_rel = f"{rel}/{name}" if rel else name
+                try:
+                    st = os.lstat(path)
+                except OSError:  # gone meanwhile, or a path too long to name
+                    continue
+                self.entries += 1
+                entry = Entry(path, child_rel, st.st_mode, st.st_size, depth + 1)
+                children.append(entry)
+                yield entry
+            # depth first, in name order (the stack pops the last pushed first)
+            stack.extend((e.path, e.rel, e.depth) for e in reversed(children) if e.is_dir)
+
+    def _list(self, folder: str, rel: str) -> list[str] | None:
+        for attempt in (1, 2):
+            try:
+                with os.scandir(folder) as it:
+                    return [e.name for e in it]
+            except PermissionError:
+                if attempt == 1 and self.fix_modes and _make_listable(folder):
+                    self.fixed.append(rel or ".")
+                    continue
+                self.unlistable.append(rel or ".")
+                return None
+            except OSError as e:
+                if e.errno == errno.ENAMETOOLONG:  # deeper than any path reaches: nothing can open it either
+                    self.unlistable.append(rel or ".")
+                return None  # gone meanwhile, or not a folder (the root)
+        return None
+
+
+def walk(root: Path | str, *, max_entries: int | None = None, skip_top: tuple[str, ...] = (),
+         fix_modes: bool = False) -> Walk:
+    """The entries under `root` (see `Walk`); `skip_top`: names at the root's own level not to enter."""
+    return Walk(os.fspath(root), max_entries, frozenset(skip_top), fix_modes)
+
+
+def _make_listable(folder: str) -> bool:
+    """Give the owner read and search on `folder` (the harness owns it, or is root); False if it may not."""
+    try:
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        os.chmod(folder, stat.S_IMODE(st.st_mode) | LISTABLE, follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        return False
+    try:
+        os.listdir(folder)
+        return True
+    except OSError:
+        return False
+
+
+def make_listable(root: Path | str) -> list[str]:
+    """Make every folder under `root` (and root) listable where the harness may; returns those it could not."""
+    if _unlistable(os.fspath(root)):
+        _make_listable(os.fspath(root))
+    w = walk(root, fix_modes=True)
+    for _ in w:
+        pass
+    return w.unlistable
+
+
+def _unlistable(folder: str) -> bool:
+    try:
+        os.listdir(folder)
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+
+
+def count_files(root: Path | str, limit: int | None = None) -> int:
+    """Entries under `root` that are not folders (files, links, anything else), at most `limit`."""
+    return sum(1 for e in walk(root, max_entries=limit) if not e.is_dir)
+
+
+def inside(path: Path | str, root: Path | str) -> bool:
+    """Whether `path`, every link in it resolved (a loop resolves to itself), lies under `root` (resolved)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip("/") + "/")
+
+
+def open_regular(path: Path | str, *, inside_of: Path | str | None = None, limit: int | None = None):
+    """A binary file object for `path` if it is a regular file (not a link, FIFO, socket or device),
+    under `inside_of` once its folders' links are resolved, and at most `limit` bytes; else `UnsafeFile`.
+
+    The open never blocks (O_NONBLOCK: a FIFO with no writer returns at once) and never follows a
+    final link (O_NOFOLLOW); the type and size are checked on the open file, not before it."""
+    path = os.fspath(path)
+    if inside_of is not None and not inside(os.path.dirname(os.path.abspath(path)) or ".", inside_of):
+        raise UnsafeFile(errno.EACCES, "outside the folder it belongs to", path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeFile(errno.ELOOP, "a link, not a file", path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(errno.EINVAL, "not a regular file", path)
+        if limit is not None and st.st_size > limit:
+            raise UnsafeFile(errno.EFBIG, f"{st.st_size} bytes, more than {limit}", path)
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path | str, limit: int, *, inside_of: Path | str | None = None, cut: bool = True) -> bytes:
+    """At most `limit` bytes of a regular file (`cut=False`: a bigger file is `UnsafeFile`)."""
+    with open_regular(path, inside_of=inside_of, limit=None if cut else limit) as f:
+        return f.read(limit)
+
+
+def read_text(path: Path | str, limit: int, *, inside_of: Path | str | None = None, cut: bool = True) -> str:
+    """`read_bytes` decoded as UTF-8 (bad bytes replaced)."""
+    return read_bytes(path, limit, inside_of=inside_of, cut=cut).decode("utf-8", errors="replace")
+
+
+def try_read_text(path: Path | str, limit: int, *, inside_of: Path | str | None = None) -> str | None:
+    """`read_text`, or None for a missing or unsafe file."""
+    try:
+        return read_text(path, limit, inside_of=inside_of)
+    except OSError:
+        return None
+
+
+def shown(text: str) -> str:
+    """`text` safe to encode as UTF-8: a lone surrogate (an undecodable name byte, or a cell's
+    "\\ud800") becomes U+FFFD, or its byte's \\x escape for names that came from the file system."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape" if _only_escapes(text) else "surrogatepass") \
+            .decode("utf-8", "backslashreplace" if _only_escapes(text) else "replace")
+
+
+def _only_escapes(text: str) -> bool:
+    """Whether every surrogate in `text` is one os.fsdecode makes of an undecodable byte (U+DC80-U+DCFF)."""
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in text)

@@ -1,0 +1,345 @@
+"""Fault injection, what an agent leaves behind: symlink loops, 1,500-level trees, undecodable names,
+FIFOs (one past the entry limit), folders it made unlistable, sparse plan files, and report text
+meant to break the page. The harness walks and reads all of it through pytest_automedbench.safefs;
+none of it may crash, hang or hide a run."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import stat
+import tempfile
+import threading
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from faults.table import record_fault
+from pytest_automedbench import safefs
+from pytest_automedbench.agents.loop import count_outputs
+from pytest_automedbench.errors import _misplaced
+from pytest_automedbench.judge.evidence import find_file
+from pytest_automedbench.reporting import html as html_report
+from pytest_automedbench.sandbox.guard import remove_escaping_links, static_check
+from pytest_automedbench.scoring_guard import sizes
+
+from test_faults_scoring import CASES, errors_of, label_volume, score, seg  # noqa: F401 (the seg fixture)
+
+DEPTH = 1500  # deeper than os.walk's recursion reaches (about 1,000)
+
+
+def deep_tree(root: Path, depth: int = DEPTH) -> Path:
+    """root/d/d/.../d (`depth` levels), made without recursion; returns the deepest folder."""
+    path = str(root)
+    os.makedirs(path, exist_ok=True)
+    for _ in range(depth):
+        path = os.path.join(path, "d")
+        os.mkdir(path)
+    return Path(path)
+
+
+def remove_deep(root: Path) -> None:
+    """shutil.rmtree recurses per level too: remove the chain bottom-up."""
+    folders = [e.path for e in safefs.walk(root) if e.is_dir]
+    for entry in [e for e in safefs.walk(root) if not e.is_dir]:
+        os.unlink(entry.path)
+    for folder in reversed(folders):
+        os.rmdir(folder)
+
+
+def finishes(fn, timeout: float = 60.0):
+    """fn()'s value, failing (not hanging) if it takes longer than a generous `timeout`."""
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("value", fn()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{fn} still running after {timeout:.0f} s (blocked?)"
+    return box.get("value")
+
+
+# -- the walker --------------------------------------------------------------------------------------
+def test_walk_survives_loops_deep_trees_and_undecodable_names(tmp_path, record_property):
+    (tmp_path / "a").mkdir()
+    os.symlink("../a", tmp_path / "a" / "up")  # a folder loop through a link
+    os.symlink("self", tmp_path / "self")  # a link to itself
+    bottom = deep_tree(tmp_path / "a")
+    (bottom / "case_000.nii.gz").write_bytes(b"x")
+    os.close(os.open(os.fsencode(tmp_path) + b"/caf\xe9-\xff", os.O_CREAT | os.O_WRONLY))  # not UTF-8
+    try:
+        entries = list(safefs.walk(tmp_path))
+        names = {e.rel.rsplit("/", 1)[-1] for e in entries}
+        assert {"up", "self", "case_000.nii.gz", "caf\udce9-\udcff"} <= names
+        assert max(e.depth for e in entries) == DEPTH + 2
+        assert sum(e.is_link for e in entries) == 2 and sum(e.is_dir for e in entries) == DEPTH + 1
+        assert count_outputs(tmp_path) == 4  # os.walk: RecursionError
+        assert find_file("case_000.nii.gz", [tmp_path]) == bottom / "case_000.nii.gz"
+        assert _misplaced(tmp_path, ["case_000"]) == ["a/" + "d/" * DEPTH + "case_000.nii.gz"]
+        assert _misplaced(tmp_path, ["caf"]) == ["caf\\xe9-\\xff"]  # printable, not a lone surrogate
+        json.dumps(_misplaced(tmp_path, ["caf"]), ensure_ascii=False).encode("utf-8")
+    finally:
+        remove_deep(tmp_path / "a")
+    record_fault(record_property, "symlink loops, a 1,500-level tree, undecodable names (walks)",
+                 "walked, no exception", "walked: no exception")
+
+
+def test_link_check_survives_loops_and_deep_trees_and_still_removes_escapes(tmp_path, record_property):
+    ws = tmp_path / "workspace"
+    (ws / "outputs").mkdir(parents=True)
+    secret = tmp_path / "private.txt"
+    secret.write_text("labels")
+    os.symlink("loop_b", ws / "loop_a")
+    os.symlink("loop_a", ws / "loop_b")
+    bottom = deep_tree(ws / "outputs")
+    os.symlink(secret, bottom / "case_000.nii.gz")
+    os.symlink(os.fsencode(secret), os.fsencode(ws) + b"/\xff-escape")
+    try:
+        found = remove_escaping_links(ws)  # Path.resolve raised RuntimeError on the loop; os.walk recursed
+        rules = sorted(v["rule"] for v in found)
+        assert rules == ["symlink_escape", "symlink_escape"]
+        assert not os.path.lexists(bottom / "case_000.nii.gz") and not os.path.lexists(os.fsencode(ws) + b"/\xff-escape")
+        assert (ws / "loop_a").is_symlink()  # a loop inside the workspace escapes nothing: left for the scorer
+        assert any("\\xff-escape" in v["evidence"] for v in found)
+        json.dumps(found, ensure_ascii=False).encode("utf-8")
+    finally:
+        remove_deep(ws / "outputs")
+    record_fault(record_property, "symlink loop + escaping link 1,500 levels down (link check)",
+                 "escape removed, no crash", f"{len(found)} escapes removed")
+
+
+# -- the scoring guard ---------------------------------------------------------------------------------
+def test_fifo_past_the_entry_limit_refuses_the_submission_without_blocking(seg, monkeypatch, record_property):
+    """10,001 empty files sorted before a FIFO named like a case file: the check used to stop at the
+    limit, so the metric opened the FIFO and blocked until the scorer's timeout."""
+    monkeypatch.setenv("AMB_SCORE_TIMEOUT_S", "120")  # a blocked metric fails the test, not hangs it
+    out = seg / "outputs"
+    for i in range(sizes.MIN_ENTRIES + 1):
+        (out / f"0_{i:05d}").touch()
+    os.mkfifo(out / "case_001.nii.gz")
+    started = time.monotonic()
+    track = finishes(lambda: score(seg), timeout=300)
+    took = time.monotonic() - started
+    [err] = track.case_errors
+    assert err.case == "outputs" and f"more than {sizes.MIN_ENTRIES} entries" in err.problem
+    assert "whole submission" in err.problem and track.n_valid == 0 and not track.format_valid
+    record_fault(record_property, "FIFO named like a case after 10,001 empty files", "whole submission refused",
+                 f"refused in {took:.1f} s")
+
+
+def test_links_that_loop_or_leave_outputs_and_fifos_are_refused(seg, tmp_path, monkeypatch):
+    monkeypatch.setenv("AMB_SCORE_TIMEOUT_S", "120")
+    out = seg / "outputs"
+    os.symlink("case_002.nii.gz", out / "case_001.nii.gz")
+    os.symlink("case_001.nii.gz", out / "case_002.nii.gz")
+    outside = tmp_path / "elsewhere.nii.gz"
+    nib.save(nib.Nifti1Image(label_volume(), np.eye(4)), str(outside))
+    os.symlink(outside, out / "stolen.nii.gz")
+    os.symlink("case_000.nii.gz", out / "alias.nii.gz")  # inside outputs/: allowed
+    os.mkfifo(out / "pipe.nii.gz")
+    track = finishes(lambda: score(seg), timeout=300)
+    text = "\n".join(f"{e.case}: {e.problem}" for e in track.case_errors)  # a case's error names its file
+    for name, why in (("case_001.nii.gz", "symlink loop"), ("case_002.nii.gz", "symlink loop"),
+                      ("stolen.nii.gz", "link out of outputs"), ("pipe.nii.gz", "not a regular file")):
+        assert re.search(rf"{re.escape(name)}: refused: (a )?{why}", text), (name, text)
+    assert "alias.nii.gz" not in track.diagnostics["refused_files"]
+    assert track.per_case["case_000"]  # the good case is still scored
+
+
+def test_a_deep_tree_in_outputs_is_scored(seg, record_property):
+    bottom = deep_tree(seg / "outputs" / "junk")
+    (bottom / "note.txt").write_text("x")
+    try:
+        track = finishes(lambda: score(seg), timeout=300)
+        assert "case_000" in track.per_case
+    finally:
+        remove_deep(seg / "outputs" / "junk")
+    record_fault(record_property, "1,500-level tree in outputs/ (scoring)", "scored", "scored")
+
+
+def test_undecodable_output_names_are_printable_everywhere(seg):
+    os.close(os.open(os.fsencode(seg / "outputs") + b"/case_\xff.nii.gz", os.O_CREAT | os.O_WRONLY))
+    track = score(seg)
+    text = json.dumps(track.as_dict(), ensure_ascii=False)
+    text.encode("utf-8")  # no lone surrogate left (they crashed pytest-xdist's report transport)
+    assert any(e.case == "case_\\xff.nii.gz" for e in track.case_errors), track.case_errors
+
+
+def _as_nobody(fn, *args):
+    """fn(*args) in a forked child running as nobody (uid 65534); its value or exception comes back."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_fd)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                out = ("ok", fn(*args))
+            except BaseException as e:  # noqa: BLE001
+                out = ("error", repr(e))
+            os.write(write_fd, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    kind, value = pickle.loads(b"".join(chunks))
+    assert kind == "ok", value
+    return value
+
+
+def _hide_and_check(root: str, foreign: str | None):
+    """As a non-root harness whose agent ran as the same user: hide a link to the labels in a folder
+    chmod 311 (and, with `foreign`, a folder of another user), then check and link-check outputs/."""
+    ws = Path(root) / "workspace"
+    out = ws / "outputs"
+    (out / "hidden").mkdir(parents=True)
+    labels = Path(root) / "labels.csv"
+    labels.write_text("case,label\n")
+    os.symlink(labels, out / "hidden" / "case_000.csv")
+    (out / "hidden").chmod(0o311)
+    (out / "locked").mkdir()
+    (out / "locked").chmod(0o000)
+    refusals, _ = sizes.check(out, sizes.Expectation(), 1)
+    violations = remove_escaping_links(ws)
+    return ([(r.name, r.problem, r.whole) for r in refusals], violations,
+            stat.S_IMODE(os.stat(out / "hidden").st_mode), os.path.lexists(out / "hidden" / "case_000.csv"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to the nobody user (the test runs as root in CI)")
+def test_unlistable_folders_are_made_listable_or_refuse_the_submission(record_property):
+    root = tempfile.mkdtemp(prefix="amb-unlistable-", dir="/tmp")
+    try:
+        os.chown(root, 65534, 65534)
+        refusals, violations, mode, still_there = _as_nobody(_hide_and_check, root, None)
+        assert mode & 0o500 == 0o500  # made listable: chmod 311 hid the link from both checks before
+        assert [r[1] for r in refusals] == ["refused: a link out of outputs/"]
+        assert [v["rule"] for v in violations] == ["symlink_escape"] and not still_there
+        # a folder of another user (root's), unlistable to the harness: the whole submission is refused
+        foreign = Path(root) / "workspace" / "outputs" / "theirs"
+        foreign.mkdir()
+        foreign.chmod(0o311)
+        refusals, violations = _as_nobody(_hide_and_check2, root)
+        assert refusals == [("outputs", refusals[0][1], True)] and "cannot list (theirs)" in refusals[0][1]
+        assert [v["rule"] for v in violations] == ["unlistable_folder"]
+    finally:
+        for folder in [e.path for e in safefs.walk(root) if e.is_dir]:
+            os.chmod(folder, 0o700)
+        shutil.rmtree(root)
+    record_fault(record_property, "chmod 311 folder hiding a link to the labels (non-root harness)",
+                 "made listable, link removed; foreign folder refuses the submission", "as expected")
+
+
+def _hide_and_check2(root: str):
+    out = Path(root) / "workspace" / "outputs"
+    refusals, _ = sizes.check(out, sizes.Expectation(), 1)
+    return [(r.name, r.problem, r.whole) for r in refusals], remove_escaping_links(out.parent)
+
+
+# -- the reports -------------------------------------------------------------------------------------------
+class _Scripts(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.scripts: list[tuple[dict, str]] = []
+        self._open: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "script":
+            self._open, self._text = dict(attrs), ""
+
+    def handle_data(self, data):
+        if self._open is not None:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._open is not None:
+            self.scripts.append((self._open, self._text))
+            self._open = None
+
+
+HOSTILE_LINES = ["<!--<script>", "</script><script>alert(1)</script>", "a & b <b>", "]]> -->", "\u2028x\u2029"]
+
+
+def _page_with(tmp_path: Path, stdout: str) -> tuple[str, Path]:
+    runs = tmp_path / "runs"
+    run = runs / "t__lite__m__r1"
+    (run / "workspace").mkdir(parents=True, exist_ok=True)
+    result = {"run_id": "t__lite__m__r1", "task_id": "t", "track": "segmentation", "tier": "lite", "model": "m",
+              "repeat": 1, "overall": 50.0, "agentic": 0.5, "task_score": 0.5, "completion_rate": 1.0,
+              "stages": {s: 0.5 for s in ("S1", "S2", "S3", "S4", "S5")}, "medal": "B", "failure_mode": None,
+              "turns": 1, "wall_time_s": 1.0, "tokens": {"input": 1}, "cost_usd": 0.0, "error_codes": [],
+              "violations": [], "task_metrics": {}}
+    (run / "conversation.json").write_text(json.dumps([
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"name": "execute_code", "arguments": {"language": "python", "code": "print(1)"}}]}]))
+    (run / "trace.jsonl").write_text(json.dumps({"tool": "execute_code", "code": "print(1)", "stdout": stdout}) + "\n")
+    from pytest_automedbench.reporting.controller import results_document
+
+    return html_report.page(results_document([result], {}), runs), run
+
+
+def test_embedded_run_data_cannot_end_its_script_element(tmp_path):
+    stdout = "\n".join(HOSTILE_LINES)
+    page, _ = _page_with(tmp_path, stdout)
+    parser = _Scripts()
+    parser.feed(page)
+    data = [text for attrs, text in parser.scripts if attrs.get("id") == "amb-runs"]
+    assert len(data) == 1 and len(parser.scripts) == 2  # the data and the viewer's script, nothing injected
+    assert not re.search(r"[<>&]", data[0])
+    [view] = json.loads(data[0])
+    assert view["steps"][0]["tool_calls"][0]["stdout"] == stdout
+
+
+def test_sparse_plan_files_do_not_bloat_the_page(tmp_path, record_property):
+    _, run = _page_with(tmp_path, "ok")
+    for name in ("plan.md", "plan.png"):
+        with open(run / "workspace" / name, "wb") as f:
+            f.truncate(300 << 20)  # 300 MB apparent, no disk blocks (so no disk cap stops it)
+    view = html_report.run_view({"run_id": run.name}, run.parent)
+    assert len(view["plan_md"]) <= html_report.MAX_TEXT + 100 and view["plan_png"] is None
+    page, _ = _page_with(tmp_path, "ok")
+    assert len(page) < 2 << 20  # was 420 MB
+    record_fault(record_property, "sparse 300 MB plan.md and plan.png", "read up to a bound",
+                 f"index.html {len(page) >> 10} KiB")
+
+
+def test_fifo_plan_files_do_not_block_the_reports(tmp_path):
+    _, run = _page_with(tmp_path, "ok")
+    os.mkfifo(run / "workspace" / "plan.md")
+    os.mkfifo(run / "workspace" / "plan.png")
+    view = finishes(lambda: html_report.run_view({"run_id": run.name}, run.parent))
+    assert view["plan_md"] is None and view["plan_png"] is None
+
+
+def test_plan_links_out_of_the_workspace_are_not_embedded(tmp_path):
+    _, run = _page_with(tmp_path, "ok")
+    secret = tmp_path / "labels.md"
+    secret.write_text("private labels")
+    os.symlink(secret, run / "workspace" / "plan.md")
+    assert html_report.run_view({"run_id": run.name}, run.parent)["plan_md"] is None
+
+
+# -- the static check ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("code", ["/proc/self" * 20_000, "/proc/1" * 28_000, "/proc/$a" * 25_000,
+                                  "/proc/{" * 28_000, "chr(x)" * 33_000, "\\x4" * 66_000])
+def test_the_static_check_is_linear(code):
+    """200 KB that the old /proc rule retried at every offset (quadratic: 40-90 s). The bound is
+    generous for a loaded machine; the figure is in docs/benchmarks.md (benchmarks/bench_static_check.py)."""
+    started = time.monotonic()
+    static_check(code[:200_000], True, ["/srv/runs"])
+    assert time.monotonic() - started < 10
+
+
+def test_the_bounded_proc_rule_still_catches_real_paths():
+    for code in ["open('/proc/self/root/etc/passwd')", "os.listdir('/proc/1/cwd')", 'p = f"/proc/{pid}/environ"',
+                 "open('/proc/self/task/1234/root/x')"]:
+        assert static_check(code, True, [])[0] == "forbidden_path", code
