@@ -208,9 +208,10 @@ class LLMJudge:
         return hashlib.sha256(json.dumps({"model": self.agent.model_id or self.agent.name, "system": SYSTEM,
                                           "rubric": rubric_text, "prompt": body}).encode()).hexdigest()
 
-    def judge(self, record: RunRecord, workspace: Path, track: str, tier: str,
-              n_cases: int, public: Path | None = None) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
-        fallback = heuristic.judge(record, workspace, tier, n_cases, public)  # also labels the stages
+    def judge(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int,
+              public: Path | None = None, brief: str | None = None,
+              inference_only: bool = False) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
+        fallback = heuristic.judge(record, workspace, tier, n_cases, public, brief, inference_only)  # labels stages
         rubric_text, body = self.prompt(record, workspace, track, tier, n_cases)
         key = self.cache_key(rubric_text, body)
         info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
@@ -241,6 +242,9 @@ class LLMJudge:
         verdicts, uncited = to_verdicts(answer, record, workspace, tier, fallback)
         if uncited:
             info["uncited"] = uncited  # claimed met without a citation of a call that ran or a plan file
+        capped = cap_by_facts(verdicts, fallback)
+        if capped:
+            info["capped_by_facts"] = capped
         return verdicts, info
 
     def _ask(self, body: str) -> tuple[dict | None, str, Usage, int]:
@@ -282,6 +286,20 @@ class LLMJudge:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(answer, indent=1))
+
+
+def cap_by_facts(verdicts: dict[str, StageVerdict], heuristic_verdicts: dict[str, StageVerdict]) -> dict[str, str]:
+    """What the harness's own facts refused (a plan written after the outputs, agent-made weights, a pilot
+    that is not the full run's method) no judge model can grant: such a stage scores at most the
+    heuristic's score. Returns stage -> the first fact, for result.json's judge block."""
+    capped = {}
+    for stage, h in heuristic_verdicts.items():
+        v = verdicts.get(stage)
+        if v is not None and h.denied and v.score > h.score:
+            v.score = h.score
+            v.items["_facts"] = {"met": False, "evidence": "capped by the harness's facts: " + h.denied[0][:200]}
+            capped[stage] = h.denied[0][:200]
+    return capped
 
 
 # Agent text that speaks to the judge: a run that tries to instruct its grader is not given to the
