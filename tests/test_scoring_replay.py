@@ -67,6 +67,18 @@ def test_a_check_that_can_fail_is_credited_for_what_it_catches(tiny):
     assert result["stage_evidence"]["S3"]["range_check"]["met"]
 
 
+def test_rescore_rejudges_from_the_trace_without_replaying(tiny, monkeypatch):
+    from pytest_automedbench import cli_rescore
+    from pytest_automedbench.judge import replay as replay_module
+
+    result, trace = run_steps(tiny, [PLAN, ENV, PILOT, FULL, REAL_CHECK, SUBMIT], "rescored")
+    _, data, root = tiny
+    monkeypatch.setattr(replay_module, "replay_cell", lambda *a, **k: pytest.fail("rescore replayed a cell"))
+    again = cli_rescore.rescore_run(root / "runs" / result["run_id"], data.root.parent.parent)
+    assert again["stages"] == result["stages"] and again["stage_evidence"] == result["stage_evidence"]
+    assert again["judge"]["replay"] == result["judge"]["replay"] and again["judge"]["provenance"] == "snapshots"
+
+
 def test_a_check_that_cannot_fail_earns_nothing(tiny):
     result, trace = run_steps(tiny, [PLAN, ENV, FULL, HOLLOW_CHECK, SUBMIT], "hollow-check")
     replay = trace[3]["replay"]

@@ -6,6 +6,8 @@
     stages.py                 labels every tool call S1..S5
     code.py, vocabulary.py    a cell read as code (ast, shell words): what it ran, never what it says
     evidence.py               the run's cells with their code facts, cases covered, pilot and full run
+    history.py                the workspace as the harness's snapshots saw it: order, copies, agent-made files
+    replay.py                 check cells replayed on broken copies of the outputs: can they fail?
     patterns.py               what the judges look for in text (the plan, error output)
 """
 from __future__ import annotations

@@ -11,7 +11,10 @@ strategy was executed) or 0 (absent, ambiguous, or only planned). Two summaries 
 Two judges fill the same report: `heuristic_report` (offline: each cell read as code with the stage
 judge's reader, judge/code.py, so comments, strings and a plan in prose never count; a strategy
 needs a call or a computed name in code that ran, in a cell that exited 0 and printed something or
-wrote a file) and `llm_report` (a model asked for JSON per strategy, through
+wrote a file; and grounded in what the cell did, `grounded`: a method applied to data or training for
+every strategy, a model that ran for the model strategies, two model calls for an ensemble, a
+library call for pretrained weights, so names like `worst` or `ensemble` in a printing cell earn
+nothing) and `llm_report` (a model asked for JSON per strategy, through
 `Agent.respond(conversation, tools=[])`).
 """
 from __future__ import annotations
