@@ -160,6 +160,8 @@ def test_a_scan_is_not_a_drawn_diagram(tmp_path):
     "import numpy as np\npred = np.load('/workspace/outputs/a.npy')\nfor _ in range(0):\n    print(pred.min())\n",
     "import numpy as np\npred = np.load('/workspace/outputs/a.npy')\ncheck = lambda: print(pred.min())\n",
     "import numpy as np\npred = np.load('/workspace/outputs/a.npy')\ng = (print(p.min()) for p in [pred])\n",
+    # a no-op nan_to_num on the input makes it no result: its range is the input's, not a check of outputs
+    "import numpy as np\nx = np.nan_to_num(np.load('/data/public/case_000.npy'))\nprint(x.min(), x.max())\n",
 ])
 def test_checks_that_cannot_fail_or_never_run_are_not_checks(code):
     f = read_cell(code)

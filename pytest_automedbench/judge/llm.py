@@ -191,12 +191,15 @@ class LLMJudge:
                  cost_fn: Callable[[str | None, Usage], float | None] | None = None, cap: int = TRACE_CAP_CHARS):
         self.agent, self.cache_dir, self.cost_fn, self.cap = agent, cache_dir, cost_fn, cap
 
-    def prompt(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int) -> tuple[str, str]:
+    def prompt(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int,
+               facts: str = "") -> tuple[str, str]:
         rubric = load_rubric()
         rubric_text = rubric.text(track, tier)
         body = "\n\n".join([
             "# Rubric\n" + rubric_text,
             "# Workspace at the end of the run\n" + workspace_facts(workspace, n_cases),
+            *(["# Harness facts (from the harness's own workspace snapshots and replays; the agent cannot "
+               "write these)\n" + facts] if facts else []),
             "# Trace (condensed)\n" + condense(trace_blocks(record), self.cap),
             "# Answer\nOne JSON object matching this schema (evidence: cite call numbers or files):\n"
             + json.dumps(answer_schema(rubric)),
@@ -212,7 +215,7 @@ class LLMJudge:
               public: Path | None = None, brief: str | None = None,
               inference_only: bool = False) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
         fallback = heuristic.judge(record, workspace, tier, n_cases, public, brief, inference_only)  # labels stages
-        rubric_text, body = self.prompt(record, workspace, track, tier, n_cases)
+        rubric_text, body = self.prompt(record, workspace, track, tier, n_cases, harness_facts(record, fallback))
         key = self.cache_key(rubric_text, body)
         info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
                                 "cached": False, "api_calls": 0, "tokens": Usage().as_dict(), "cost_usd": 0.0}
@@ -286,6 +289,19 @@ class LLMJudge:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(answer, indent=1))
+
+
+def harness_facts(record: RunRecord, verdicts: dict[str, StageVerdict]) -> str:
+    """What the snapshots and replays established, as lines for the judge model (the same facts the
+    heuristic used; what they refused caps the model's verdict, cap_by_facts)."""
+    lines = [f"{stage}: {why}" for stage, v in verdicts.items() for why in v.denied]
+    for e in record.code_cells():
+        r = e.replay
+        if isinstance(r, dict) and "fails_on" in r:
+            lines.append(f"call {e.index} replayed on broken copies of the outputs: "
+                         + (f"fails on {', '.join(r['fails_on'])}" if r["fails_on"] else "passes on every one "
+                            f"({', '.join(r.get('passes_on', []))}): it cannot fail"))
+    return "\n".join(lines[:40])
 
 
 def cap_by_facts(verdicts: dict[str, StageVerdict], heuristic_verdicts: dict[str, StageVerdict]) -> dict[str, str]:

@@ -33,7 +33,7 @@ PLUMBING_NAMES = frozenset(
     "getenv environ close flush sleep perf_counter monotonic add_argument parse_args dump dumps loads "
     "write writelines writerow writerows writeheader fromarray Nifti1Image Nifti1Pair set_qform "
     "set_sform set_xyzt_units set_data_dtype header get_data_dtype affine parameters numel state_dict "
-    "requires_grad_ zero_grad sigmoid_ softmax_ grad enable_grad inference_mode".split())
+    "requires_grad_ zero_grad sigmoid_ softmax_ grad enable_grad inference_mode nan_to_num nan_to_num_".split())
 # Calls that make data out of nothing: their result is a constant or random, not a prediction.
 CONSTANT_MAKERS = frozenset(
     "zeros_like ones_like full_like empty_like rand randn randint random choice uniform normal permutation "
