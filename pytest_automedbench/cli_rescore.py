@@ -93,7 +93,10 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
         scores = score_run(task, result["tier"], record, workspace, data)
     except Exception as e:  # noqa: BLE001 - a scorer fault on one run: one line, the others go on
         raise RescoreError(f"{run_dir.name}: scoring failed: {type(e).__name__}: {e}") from None
+    replayed = (result.get("judge") or {}).get("replay") if isinstance(result.get("judge"), dict) else None
     result.update(scores)
+    if replayed is not None:  # the replay verdicts are in the trace; rescore re-judges, it never replays
+        result["judge"]["replay"] = replayed
     result["rescored_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     try:
         write_run_files(run_dir, result, record)  # the trace too: a new judge may label stages anew

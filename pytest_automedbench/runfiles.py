@@ -232,6 +232,12 @@ def _step_file(task, model: str) -> Path | None:
     return Path(arg).expanduser() if kind == "script" and arg else None
 
 
+def _judge_version() -> int:
+    from .judge import JUDGE_VERSION  # a new judge's verdicts are not reused for an old one's
+
+    return JUDGE_VERSION
+
+
 def config_hash(task, tier: str, repeat: int, settings) -> str:
     """Everything that decides a run's outcome: the task file's bytes, tier, repeat, --amb-model (and
     the step file's bytes for reference / script:), the sandbox and the limits that override the task's."""
@@ -239,6 +245,7 @@ def config_hash(task, tier: str, repeat: int, settings) -> str:
         "task_file": _file_digest(task.path), "tier": tier, "repeat": repeat, "model": settings.model,
         "step_file": _file_digest(_step_file(task, settings.model)), "sandbox": settings.sandbox,
         "limits": [settings.max_turns, settings.time_limit_s, settings.max_tokens, settings.max_cost_usd],
+        "judge_version": _judge_version(), "replay_cells": getattr(settings, "replay_cells", 0),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 

@@ -77,7 +77,8 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     outputs = workspace / "outputs"
     outputs.mkdir(parents=True, exist_ok=True)
     track = scoring_guard.evaluate(spec, outputs, data.private, data.public, metric_hook)  # bounded (robust, #19)
-    verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge, data.public)
+    verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge, data.public,
+                                     brief=build_brief(spec, tier), inference_only=spec.policy.inference_only)
     bands, relative = scoring.medal_bands(spec.track, spec.medals, track)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
@@ -122,6 +123,25 @@ def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: T
     from . import rexmle  # pandas and the leaderboards load only for ReX-MLE tasks
 
     return rexmle.result_section(task, track, outputs, data, record)
+
+
+def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, settings, inference_only: bool):
+    """Replay the run's check cells on broken copies of its outputs (judge/replay.py), each in a fresh
+    sandbox from the run's own factory and guard; the verdicts land in the trace. Never raises."""
+    if not settings.replay_cells:
+        return None
+    import dataclasses
+
+    from .judge import replay
+
+    def make(ws: Path):
+        copy = dataclasses.replace(config, workspace_dir=ws, guard=None, extra=dict(config.extra))
+        return PolicyGuard(settings.make_sandbox(copy), inference_only=inference_only)
+
+    try:
+        return replay.replay_run(record, workspace, make, max_cells=settings.replay_cells)
+    except Exception as e:  # noqa: BLE001 - a replay fault never costs a finished run
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
 class ScoringError(Exception):
@@ -215,7 +235,10 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         if error is None or isinstance(error, Exception):  # an interrupted run is saved, not scored
             _outputs_folder(workspace)
             disqualify_escaping_links(record, workspace)
+            replayed = replay_checks(record, workspace, config, settings, spec.policy.inference_only)
             scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook)
+            if replayed is not None:
+                scores["judge"]["replay"] = replayed
     except Exception as exc:  # noqa: BLE001 - the run is saved below, marked errored
         scoring_error = exc
     finally:

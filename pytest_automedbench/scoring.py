@@ -164,6 +164,11 @@ class Scores:
 def combine(stages_s1_s3: dict[str, float], metric: float, completion_rate: float, format_valid: bool,
             has_valid_results: bool, *, disqualified: bool = False, bands=None, baseline=None,
             relative: bool = False, submitted: bool = True) -> Scores:
+    # Completion counts computed outputs only: the judge's "S4" is the share of outputs that are not
+    # byte copies of other outputs or of public inputs (judge/history.py; 1.0 when unknown). A copied
+    # output is not a prediction, so it completes nothing, for S4 and for Task alike.
+    computed = min(1.0, max(0.0, stages_s1_s3.get("S4", 1.0)))
+    completion_rate = completion_rate * computed
     stages = {
         "S1": stages_s1_s3.get("S1", 0.0),
         "S2": stages_s1_s3.get("S2", 0.0),

@@ -110,6 +110,7 @@ class RunSettings:
     report_dir: Path = Path("reports")
     data_dir: Path | None = None  # None: data.default_data_dir()
     judge: str = "heuristic"
+    replay_cells: int = 2  # check cells per run replayed on broken outputs (judge/replay.py); 0: none
     resume: bool = False
     save: str | None = None  # --amb-save NAME
     compare: str | None = None  # --amb-compare NAME|PATH

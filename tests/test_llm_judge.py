@@ -122,7 +122,7 @@ def test_condensed_trace_keeps_head_tail_and_failures():
 
 def test_judge_run_defaults_to_heuristic(tmp_path, run):
     v, info = judge_run(*run, "segmentation", "standard", N_CASES)
-    assert info == {"kind": "heuristic"} and v["S3"].score == 1.0
+    assert info["kind"] == "heuristic" and "fallback" not in info and v["S3"].score == 1.0
     assert judge_for("heuristic", tmp_path) is None and judge_for(None, tmp_path) is None
 
 

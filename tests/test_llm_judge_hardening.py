@@ -119,7 +119,7 @@ def test_a_failing_judge_falls_back_to_the_heuristic_verdict(tmp_path, exc):
     rec, ws = make_record(good_cells()), make_workspace(tmp_path)
     v, info = judge_run(rec, ws, "segmentation", "standard", N_CASES, LLMJudge(Failing(exc), tmp_path / "c"))
     heuristic = judge(make_record(good_cells()), ws, "standard", N_CASES)
-    assert {k: x.score for k, x in v.items()} == {k: x.score for k, x in heuristic.items()}
+    assert {k: x.score for k, x in v.items() if k != "S4"} == {k: x.score for k, x in heuristic.items()}
     assert info["kind"] == "llm" and info["fallback"].startswith("the judge failed: ")
     assert type(exc).__name__ in info["fallback"] and not list((tmp_path / "c").glob("*.json"))
 
@@ -136,7 +136,7 @@ def test_no_judge_exception_escapes_scoring(tmp_path, monkeypatch):
     assert info["fallback"] == "the judge failed: RuntimeError: judge bug" and v["S3"].score == 1.0
     monkeypatch.setattr("pytest_automedbench.judge.judge", lambda *a, **k: 1 / 0)
     v, info = judge_run(rec, ws, "segmentation", "standard", N_CASES)
-    assert info["error"].startswith("ZeroDivisionError") and {x.score for x in v.values()} == {0.0}
+    assert info["error"].startswith("ZeroDivisionError") and {v[s].score for s in ("S1", "S2", "S3")} == {0.0}
 
 
 def test_a_judge_outage_through_the_mock_server_keeps_the_run(tiny_suite, pytester, monkeypatch):

@@ -35,9 +35,11 @@ def test_thirteen_strategies_as_data():
 
 
 def test_heuristic_counts_only_executed_successful_code():
-    c = conv(("from monai.networks.nets import SegResNet\nnet = SegResNet()", 0),
+    c = conv(("from monai.networks.nets import SegResNet\nimport numpy as np\nnet = SegResNet()\n"
+              "y = net(np.load('/data/public/case_000.npy'))", 0),
              ("from monai.losses import DiceLoss\nloss = DiceLoss()(pred, y)", 1),  # failed cell: no evidence
-             ("from skimage.morphology import remove_small_objects\nmask = remove_small_objects(mask, 10)", 0),
+             ("from skimage.morphology import remove_small_objects\nimport numpy as np\n"
+              "mask = remove_small_objects(np.load('/data/public/case_001.npy') > 0, 10)", 0),
              say="Plan: we will use optuna for a hyperparameter search and an ensemble of folds.")
     r = by_key(heuristic_report(c))
     assert r["state_of_the_art"]["any_evidence"] == 1 and "SegResNet" in r["state_of_the_art"]["evidence"]
@@ -47,9 +49,34 @@ def test_heuristic_counts_only_executed_successful_code():
     assert r["seed_fold_ensemble"]["any_evidence"] == 0
 
 
+# A search that evaluates something: a study whose objective thresholds the data.
+OPTUNA = ("import optuna\nimport numpy as np\nx = np.load('/data/public/case_000.npy')\nstudy = optuna.create_study()\n"
+          "study.optimize(lambda t: float(np.mean(x > t.suggest_float('t', 0, 1))), n_trials=3)")
+
+
+def test_names_and_models_that_did_nothing_are_not_strategies():
+    """#25: names like worst / thr / ensemble, an unused UNet and a from_pretrained stub in one printing cell."""
+    gamed = ("from monai.networks.nets import UNet\nimport numpy as np\n"
+             "def from_pretrained(name):\n    return None\n"
+             "net = UNet(spatial_dims=3, in_channels=1, out_channels=3, channels=(4, 8), strides=(2,))\n"
+             "w = from_pretrained('imagenet')\nworst = sorted([3, 1, 2])\nensemble = list(range(3))\n"
+             "best_thr = max([0.1, 0.2])\nfor thr in [0.5]:\n    pass\nfor fold in range(5):\n    pass\n"
+             "print(worst, ensemble, best_thr)")
+    r = heuristic_report(conv((gamed, 0)))
+    assert r["any_evidence_mean"] == 0.0, [(x["key"], x["evidence"]) for x in r["strategies"] if x["any_evidence"]]
+
+
+def test_an_ensemble_needs_two_models_that_ran():
+    one = ("import torch, numpy as np\nx = torch.from_numpy(np.load('/data/public/case_000.npy'))\n"
+           "a = torch.nn.Conv3d(1, 2, 1)\nensemble = a(x)\nprint(ensemble.shape)")
+    two = one.replace("ensemble = a(x)", "b = torch.nn.Conv3d(1, 2, 3, padding=1)\nensemble = (a(x) + b(x)) / 2")
+    assert by_key(heuristic_report(conv((one, 0))))["heterogeneous_ensemble"]["any_evidence"] == 0
+    assert by_key(heuristic_report(conv((two, 0))))["heterogeneous_ensemble"]["any_evidence"] == 1
+
+
 def test_any_evidence_versus_per_fragment_mean():
     filler = "x = 1\n" + "# padding\n" * 300
-    cells = [("import optuna\nstudy = optuna.create_study()", 0)] + [(filler, 0)] * 4
+    cells = [(OPTUNA, 0)] + [(filler, 0)] * 4
     report = heuristic_report(conv(*cells), max_chars=3500)
     assert report["n_fragments"] >= 3
     row = by_key(report)["hyperparameter_search"]
@@ -136,10 +163,10 @@ def test_code_that_never_runs_or_shows_nothing_is_not_evidence():
 def test_capabilities_cli_on_a_run_folder(tmp_path, capsys):
     from pytest_automedbench.cli import main
 
-    (tmp_path / "conversation.json").write_text(json.dumps(conv(("import optuna\nstudy = optuna.create_study()", 0))))
+    (tmp_path / "conversation.json").write_text(json.dumps(conv((OPTUNA, 0))))
     assert main(["capabilities", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "13  Optimising hyperparameters systematically          1  1.00  cell 0: optuna.create_study" in out
+    assert "13  Optimising hyperparameters systematically          1  1.00  cell 0: optuna." in out
     assert main(["capabilities", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["strategies"][12]["any_evidence"] == 1
     assert main(["capabilities", str(tmp_path / "nope")]) == 2

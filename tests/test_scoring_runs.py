@@ -10,6 +10,7 @@ import yaml
 from conftest import FIXTURES
 from pytest_automedbench.agents import ScriptAgent
 from pytest_automedbench.data import ensure_prepared
+from pytest_automedbench.judge import JUDGE_VERSION
 from pytest_automedbench.runner import execute
 from pytest_automedbench.settings import RunSettings
 from pytest_automedbench.tasks import load_task_file
@@ -43,7 +44,7 @@ def run_steps(tiny, steps, name, tier="lite"):
 def test_reference_and_no_pilot_variant(tiny):
     ref, trace = run_steps(tiny, SOLVE, "reference")
     assert [e["stage"] for e in trace] == ["S1", "S2", "S3", "S4", "S5"]
-    assert ref["error_codes"] == [] and ref["judge"] == {"kind": "heuristic"} and ref["medal"] == "A"
+    assert ref["error_codes"] == [] and ref["judge"]["kind"] == "heuristic" and ref["judge"]["judge_version"] == JUDGE_VERSION and ref["medal"] == "A"
     assert ref["stages"]["S3"] == 1.0
     assert ref["stage_evidence"]["S3"]["level"]["evidence"] == "pilot_and_quality_check"
     # Without the pilot only S3 moves (the full run still counts its files: shape-only, 0.2).

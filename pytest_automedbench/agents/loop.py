@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..metrics.base import count_cases
+from ..provenance import Snapshot, WorkspaceSnapshots, diff
 from ..sandbox.base import ExecResult, Sandbox
 from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, Message, Reply, ToolCall, Usage
 from .retry import LLMAPIError, RetryPolicy
@@ -61,6 +62,13 @@ class TraceEvent:
     outputs_after: int = 0  # files under the output folder after the call
     cases_after: int | None = None  # cases the outputs cover after the call (metrics.base.count_cases)
     stage: str | None = None  # S1..S5, filled by the judge's stage attribution
+    # Harness-side provenance (provenance.py): the workspace's changes during the cell, and those found
+    # since the previous cell ended (before the first cell: the workspace as handed over); None when
+    # the loop took no snapshots (an agent that drives itself).
+    files: list[dict[str, Any]] | None = None
+    files_between: list[dict[str, Any]] | None = None
+    snapshot_s: float = 0.0  # harness time the two snapshots took
+    replay: dict[str, Any] | None = None  # the counterfactual replay of a check cell (judge/replay.py)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,6 +137,8 @@ class AgentLoop:
         self.cost_fn = cost_fn
         self.clock = clock
         self.on_step = on_step  # called with the record after every model turn and tool call (live progress)
+        self.snapshots = WorkspaceSnapshots(output_dir.parent)  # the workspace, before and after each cell
+        self.previous = Snapshot()  # the last snapshot after a cell (empty before the first)
 
     def run(self, brief: str) -> RunRecord:
         record = RunRecord(conversation=[{"role": "system", "content": SYSTEM_PROMPT},
@@ -223,9 +233,18 @@ class AgentLoop:
             return "error: execute_code needs language (python or bash) and code (a string)"
         remaining = self.limits.time_limit_s - (self.clock() - started)
         timeout = max(1.0, min(self.limits.cell_timeout_s, remaining))
+        t0 = time.perf_counter()
+        before = self.snapshots.take()
+        between = diff(self.previous, before)
+        spent = time.perf_counter() - t0
         at = round(self.clock() - started, 3)
         result = self.sandbox.exec(code, language, timeout=timeout)
-        record_cell(record, result, language, code, at, self.output_dir)
+        t0 = time.perf_counter()
+        self.previous = self.snapshots.take()
+        files = diff(before, self.previous)
+        spent += time.perf_counter() - t0
+        record_cell(record, result, language, code, at, self.output_dir, files=files, files_between=between,
+                    snapshot_s=spent)
         return format_tool_output(result, self.limits)
 
     def _step(self, record: RunRecord) -> None:
@@ -263,14 +282,17 @@ class AgentLoop:
         record.limit_hit = limit
 
 
-def record_cell(record: RunRecord, result: ExecResult, language: str, code: str, at: float, output_dir: Path) -> None:
+def record_cell(record: RunRecord, result: ExecResult, language: str, code: str, at: float, output_dir: Path,
+                files: list[dict[str, Any]] | None = None, files_between: list[dict[str, Any]] | None = None,
+                snapshot_s: float = 0.0) -> None:
     """Append a cell to the trace and fold its violations, disqualification and limit into the run."""
     record.trace.append(TraceEvent(
         index=len(record.trace), turn=record.turns, tool=EXECUTE_CODE, started_s=round(at, 3),
         language=language, code=code, stdout=result.stdout, stderr=result.stderr,
         exit_code=result.exit_code, duration_s=round(result.duration_s, 3), timed_out=result.timed_out,
         truncated=result.truncated, blocked=result.blocked, outputs_after=count_outputs(output_dir),
-        cases_after=count_cases(output_dir),
+        cases_after=count_cases(output_dir), files=files, files_between=files_between,
+        snapshot_s=round(snapshot_s, 4),
     ))
     record.violations.extend({**v, "cell": len(record.trace) - 1} for v in result.violations)
     record.disqualified = record.disqualified or result.disqualified

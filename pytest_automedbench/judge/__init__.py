@@ -6,6 +6,8 @@
     stages.py                 labels every tool call S1..S5
     code.py, vocabulary.py    a cell read as code (ast, shell words): what it ran, never what it says
     evidence.py               the run's cells with their code facts, cases covered, pilot and full run
+    history.py                the workspace as the harness's snapshots saw it: order, copies, agent-made files
+    replay.py                 check cells replayed on broken copies of the outputs: can they fail?
     patterns.py               what the judges look for in text (the plan, error output)
 """
 from __future__ import annotations
@@ -13,21 +15,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .heuristic import StageVerdict, judge
+from .heuristic import StageVerdict, judge, judge_s4
+from .history import History
 
 HEURISTIC = "heuristic"
+# Bumped whenever a verdict could change for the same run: result.json's judge block and the
+# configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
+JUDGE_VERSION = 2  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
-              llm_judge=None, public: Path | None = None) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
-    """S1-S3 verdicts and the `judge` block of result.json (kind, model, tokens, cost, cache).
+              llm_judge=None, public: Path | None = None, brief: str | None = None,
+              inference_only: bool = False) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
+    """S1-S3 verdicts, S4's share of outputs computed (`S4`), and the `judge` block of result.json
+    (kind, model, tokens, cost, cache, judge_version).
 
     Never raises: a judge that fails falls back to the heuristic verdict (`judge.fallback`), and a
     heuristic that fails scores S1-S3 0 with `judge.error`; the run's files are written either way.
     """
+    history = History(record, public)
+    verdicts, info = _stages(record, workspace, track, tier, n_cases, llm_judge, public, brief, inference_only,
+                             history)
+    info = {**info, "judge_version": JUDGE_VERSION, "provenance": "snapshots" if history.observable
+            else "not_observable"}
+    try:
+        verdicts = {**verdicts, "S4": judge_s4(history, track)}
+    except Exception as e:  # noqa: BLE001 - a bug here must not lose a finished run
+        info["error"] = info.get("error") or f"S4 provenance: {type(e).__name__}: {e}"[:400]
+    return verdicts, info
+
+
+def _stages(record, workspace, track, tier, n_cases, llm_judge, public, brief, inference_only, history):
     if llm_judge is not None:
         try:
-            return llm_judge.judge(record, workspace, track, tier, n_cases, public)
+            return llm_judge.judge(record, workspace, track, tier, n_cases, public, brief, inference_only)
         except Exception as e:  # LLMJudge catches its model's faults itself; this is anything else
             fallback = f"the judge failed: {type(e).__name__}: {e}"[:400]
             info = {"kind": "llm", "model": getattr(getattr(llm_judge, "agent", None), "model_id", None),
@@ -35,7 +56,7 @@ def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
     else:
         info = {"kind": HEURISTIC}
     try:
-        return judge(record, workspace, tier, n_cases, public), info
+        return judge(record, workspace, tier, n_cases, public, brief, inference_only, history), info
     except Exception as e:  # a bug here must not lose a finished run
         empty = {s: StageVerdict(0.0, {"_judge": {"met": False, "evidence": "the judge failed"}})
                  for s in ("S1", "S2", "S3")}
@@ -71,4 +92,4 @@ def check_judge(spec: str | None) -> None:
         raise pytest.UsageError(f"--amb-judge={spec}: {problem}")
 
 
-__all__ = ["HEURISTIC", "StageVerdict", "check_judge", "judge", "judge_for", "judge_run"]
+__all__ = ["HEURISTIC", "JUDGE_VERSION", "StageVerdict", "check_judge", "judge", "judge_for", "judge_run"]

@@ -125,19 +125,62 @@ def _path_name(node: ast.AST | None) -> str | None:
 
 
 def _swallows(handler: ast.ExceptHandler) -> bool:
-    """An except clause that hides the failure: only pass / continue / constants / plain assignments."""
-    return all(isinstance(s, (ast.Pass, ast.Continue, ast.Break))
-               or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-               or (isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)) for s in handler.body)
+    """An except clause that hides the failure: only pass / continue / constants / plain assignments,
+    or a print / log line (the cell still exits 0, so what the try did proves nothing)."""
+    def quiet(s: ast.stmt) -> bool:
+        if isinstance(s, (ast.Pass, ast.Continue, ast.Break)):
+            return True
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+            return True
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant):
+            return True
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            f = s.value.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            return name in ("print", "pprint", "warn", "warning", "info", "debug", "error", "exception", "write")
+        return False
+    return all(quiet(s) for s in handler.body)
+
+
+_CONSTANT_NODES = (ast.Expression, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Tuple,
+                   ast.List, ast.Load, ast.cmpop, ast.boolop, ast.unaryop, ast.Add, ast.Sub, ast.Mult, ast.Mod,
+                   ast.FloorDiv, ast.Div, ast.BitAnd, ast.BitOr, ast.BitXor)
+
+
+def _constant_value(node: ast.AST) -> tuple[bool, object]:
+    """(True, value) for an expression of constants only (`1 == 0`, `2 > 3 and 1`, `()`), else (False, None).
+    No names, calls or powers are evaluated, so nothing the agent wrote runs here."""
+    if not all(isinstance(n, _CONSTANT_NODES) for n in ast.walk(node)) or len(ast.dump(node)) > 2000:
+        return False, None
+    try:
+        return True, eval(compile(ast.Expression(node), "<constant>", "eval"), {"__builtins__": {}}, {})  # noqa: S307
+    except Exception:
+        return False, None
 
 
 def _falsy(test: ast.AST) -> bool | None:
-    """True / False for a constant test (`if False:`, `if 0:`, `while 0:`), else None."""
-    if isinstance(test, ast.Constant):
-        return not test.value
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Constant):
-        return bool(test.operand.value)
+    """True / False for a constant test (`if False:`, `if 1 == 0:`, `while 0:`), else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _falsy(test.operand)
+        return None if inner is None else not inner
+    known, value = _constant_value(test)
+    if known:
+        return not value
     return None
+
+
+def _empty_iterable(node: ast.AST) -> bool:
+    """`range(0)`, `range(5, 2)`, `[]`, `()`: a loop over it never runs its body."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
+            and not node.keywords and 1 <= len(node.args) <= 3:
+        vals = [_constant_value(a) for a in node.args]
+        if all(k for k, _ in vals) and all(isinstance(v, int) for _, v in vals):
+            try:
+                return len(range(*[v for _, v in vals])) == 0
+            except (ValueError, OverflowError):
+                return False
+    known, value = _constant_value(node)
+    return known and isinstance(value, (list, tuple)) and not value
 
 
 class _Python:
@@ -153,6 +196,7 @@ class _Python:
         self.active: set[str] = set()
         self.returns: list[set[str]] = []
         self.quiet = 0
+        self.deferred: dict[str, ast.Lambda | ast.GeneratorExp] = {}  # name -> a lambda / generator not yet run
         self.checks_returncode = False
         try:
             tree = ast.parse(code)
@@ -197,6 +241,11 @@ class _Python:
             bases = [self.dotted(b) for b in s.bases]
             if any(b.endswith("Module") or V.MODEL_MODULES.match(b) for b in bases):
                 self.model_classes.add(s.name)
+        elif isinstance(s, ast.Assign) and isinstance(s.value, (ast.Lambda, ast.GeneratorExp)) \
+                and all(isinstance(t, ast.Name) for t in s.targets):
+            for t in s.targets:  # runs only when called / iterated (a later use of the name)
+                self.deferred[t.id] = s.value
+                self.tags[t.id] = set()
         elif isinstance(s, ast.Assign):
             pairs = self.unpacked(s.targets, s.value)
             if pairs:  # a, b = x, y: each name takes its own value
@@ -207,12 +256,18 @@ class _Python:
                 for target in s.targets:
                     self.bind(target, t, s.value)
         elif isinstance(s, (ast.AnnAssign, ast.AugAssign)) and s.value is not None:
+            if isinstance(s, ast.AugAssign) and isinstance(s.op, (ast.Add, ast.Sub, ast.Mult)) \
+                    and MODEL in self.expr(s.target):
+                self.note("training", s.lineno)  # p.data -= lr * p.grad: an in-place update of parameters
             t = self.expr(s.value) | (self.expr(s.target) if isinstance(s, ast.AugAssign) else set())
             self.bind(s.target, t, s.value)
         elif isinstance(s, (ast.For, ast.AsyncFor)):
             self.bind(s.target, self.expr(s.iter), None)
             self.loop(s.target)
+            never = _empty_iterable(s.iter)  # for _ in range(0): the body never runs
+            self.quiet += never
             self.block(s.body)
+            self.quiet -= never
             self.block(s.orelse)
         elif isinstance(s, ast.While):
             if _falsy(s.test) is not True:
@@ -257,7 +312,10 @@ class _Python:
             if s.value is not None and self.returns:
                 self.returns[-1] |= self.expr(s.value)
         elif isinstance(s, ast.Expr):
+            never = isinstance(s.value, (ast.Lambda, ast.GeneratorExp))  # made and dropped: never runs
+            self.quiet += never
             self.expr(s.value)
+            self.quiet -= never
         else:
             for child in ast.iter_child_nodes(s):
                 if isinstance(child, ast.expr):
@@ -324,7 +382,19 @@ class _Python:
         if node is None:
             return set()
         if isinstance(node, ast.Name):
+            later = self.deferred.get(node.id)
+            if isinstance(later, ast.GeneratorExp):  # a generator used (iterated, passed on): it runs now
+                del self.deferred[node.id]
+                self.tags[node.id] = self.expr(later, check)
             return set(self.tags.get(node.id, ()))
+        if isinstance(node, ast.BoolOp):  # short-circuit: `False and x`, `True or x` never evaluate x
+            t: set[str] = set()
+            for v in node.values:
+                t |= self.expr(v, check)
+                known, value = _constant_value(v)
+                if known and bool(value) == isinstance(node.op, ast.Or):
+                    break
+            return t
         if isinstance(node, ast.Constant):
             return _constant_tags(node.value) if isinstance(node.value, str) and len(node.value) < 300 else set()
         if isinstance(node, ast.Call):
@@ -346,7 +416,8 @@ class _Python:
             t = self.expr(node.left, check)
             for c in node.comparators:
                 t |= self.expr(c, check)
-            if check and t & LOOKED_AT:
+            identity = all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)  # `x is not None` cannot fail
+            if check and t & LOOKED_AT and not identity:
                 shape = LIST in t or any(
                     (isinstance(n, ast.Attribute) and n.attr in V.SHAPE_ATTRS)
                     or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len")
@@ -419,8 +490,16 @@ class _Python:
         if keywords & V.DEVICE_KEYWORDS or last in V.DEVICE_CALLS and (
                 name.startswith("torch") or given & (DATA | {MODEL}) or last in ("cuda", "to")):
             self.note("device", line)
-        if last in V.TRAINING_METHODS or (last == "step" and OPTIM in receiver) or name.endswith("trainer.train"):
+        if last in V.TRAINING_METHODS or (last == "step" and OPTIM in receiver) or name.endswith("trainer.train") \
+                or name.endswith(("autograd.grad", "autograd.backward")) \
+                or (last in V.INPLACE_UPDATES and MODEL in receiver):
             self.note("training", line)
+        if isinstance(func, ast.Name) and func.id in self.deferred:  # a lambda bound to a name, called
+            later = self.deferred.pop(func.id)
+            body = later.body if isinstance(later, ast.Lambda) else later
+            for a in (later.args.args if isinstance(later, ast.Lambda) else []):
+                self.tags[a.arg] = set(args) or {IN}
+            return self.expr(body, check)
         if inspecting:
             if given & LOOKED_AT:
                 self.note("inspected", line)

@@ -17,6 +17,7 @@ from typing import Any
 from ..agents.loop import RunRecord
 from . import patterns as P
 from .evidence import Cell, find_file, first, full_run, need, read_run, third_party
+from .history import History
 from .rubric import load_rubric
 from .stages import attribute_stages, reached
 
@@ -28,6 +29,7 @@ PLAN_READ_BYTES = 200_000  # what any judge reads of plan.md
 class StageVerdict:
     score: float
     items: dict[str, dict[str, Any]] = field(default_factory=dict)  # item -> {met, evidence}
+    denied: list[str] = field(default_factory=list)  # what the harness's facts (snapshots) refused: caps any judge
 
     def item(self, name: str, met: bool, evidence: str) -> bool:
         self.items[name] = {"met": bool(met), "evidence": evidence}
@@ -75,10 +77,93 @@ def _words(line: str) -> int:
     return len(re.findall(r"[A-Za-z][\w'-]*", line))
 
 
-def judge_s1(workspace: Path, tier: str) -> StageVerdict:
+DRAWN_SHARE = 0.85  # a drawn diagram: its 16 commonest colours cover this share of the pixels (a scan does not)
+
+
+def png_is_drawn(path: Path) -> tuple[bool, str]:
+    """A diagram is drawn in a few flat colours; a scan or photograph (an MRI slice saved as plan.png)
+    spreads over hundreds of grey levels (the reference diagrams: 0.97-0.99; an MRI slice: 0.4-0.7)."""
+    try:
+        import numpy as np
+        from PIL import Image
+
+        with Image.open(path) as im:
+            small = im.convert("RGB").resize((128, 128), Image.NEAREST)
+        px = np.asarray(small, dtype=np.int64) @ np.array([1 << 16, 1 << 8, 1])
+        counts = np.sort(np.unique(px, return_counts=True)[1])[::-1]
+    except Exception as e:
+        return False, f"plan.png unreadable ({type(e).__name__})"
+    share = float(counts[:16].sum() / px.size)
+    return share >= DRAWN_SHARE, f"16 commonest colours cover {share:.0%} of plan.png (a drawing: {DRAWN_SHARE:.0%}+)"
+
+
+_SHINGLE = 6
+
+
+def _norm_words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def own_lines(text: str, brief: str | None) -> tuple[list[str], int]:
+    """The plan's lines that are the agent's own (not copied from the brief), and how many were copied:
+    a line is copied when it is a line of the brief, or when half its 6-word runs occur in the brief."""
+    if not brief:
+        return text.splitlines(), 0
+    bw = _norm_words(brief)
+    grams = {tuple(bw[i:i + _SHINGLE]) for i in range(max(0, len(bw) - _SHINGLE + 1))}
+    brief_lines = {" ".join(_norm_words(ln)) for ln in brief.splitlines()} - {""}
+    own, copied = [], 0
+    for ln in text.splitlines():
+        w = _norm_words(ln)
+        if not w:
+            own.append(ln)
+            continue
+        runs = [tuple(w[i:i + _SHINGLE]) for i in range(len(w) - _SHINGLE + 1)]
+        if " ".join(w) in brief_lines or (runs and sum(r in grams for r in runs) >= len(runs) / 2):
+            copied += 1
+        else:
+            own.append(ln)
+    return own, copied
+
+
+def plan_timing(history: History | None, name: str) -> tuple[bool, str]:
+    """Whether `name` (plan.md, plan.png) was written before the first output, by snapshot order (file
+    times are the agent's to forge); the version then must be at least half the final one's size."""
+    if history is None or not history.observable:
+        return True, ""
+    final = history.final.get(name)
+    if final is None:
+        return False, f"{name} was never written by a cell"
+    if final.handover:
+        return False, f"{name} was in the workspace before the first cell (not the agent's)"
+    first_out = history.first_output()
+    if first_out is None:
+        return True, ""
+    before = [c for c in history.writes(name) if c.order < first_out.order]
+    if not before:
+        first = history.writes(name)[0]
+        where = f"cell {first.cell}" if first.cell is not None else f"between cells (before cell {first.at})"
+        return False, f"{name} was first written in {where}, after the first output (cell {first_out.at})"
+    if before[-1].size * 2 < final.size:
+        return False, f"{name} before the first output was {before[-1].size} bytes, under half its final {final.size}"
+    return True, ""
+
+
+def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None) -> StageVerdict:
     v = StageVerdict(0.0)
     plan = workspace / "plan.md"
     text, note = read_plan(plan)
+    if text is not None:
+        on_time, why = plan_timing(history, "plan.md")
+        own, copied = own_lines(text, brief)
+        if not on_time:
+            text, note = None, why
+            v.denied.append(why)
+        elif copied and _words("\n".join(own)) < 30:
+            text, note = None, f"plan.md is a copy of the brief ({copied} of its lines come from TASK.md)"
+            v.denied.append(note)
+        else:
+            text = "\n".join(own)  # only the agent's own lines earn plan items
     # Prose, not a keyword list: lines of several words (list markers and headings stripped).
     raw = (text or "").splitlines()
     lines = [re.sub(r"^\s*(#+|\d+[.)]|[-*+])\s*", "", ln) for ln in raw]
@@ -97,8 +182,17 @@ def judge_s1(workspace: Path, tier: str) -> StageVerdict:
            note or f"{len(models)} distinct models named in sentences: {', '.join(models) or 'none'}")
     png = workspace / "plan.png"
     exists = png.is_file() and png.stat().st_size > 0
-    v.item("plan_png_exists", exists, "plan.png present" if exists else "no plan.png")
-    ok, why = png_is_diagram(png) if exists else (False, "no plan.png")
+    on_time, late = plan_timing(history, "plan.png") if exists else (True, "")
+    if late:
+        v.denied.append(late)
+    v.item("plan_png_exists", exists and on_time, late or ("plan.png present" if exists else "no plan.png"))
+    ok, why = png_is_diagram(png) if exists and on_time else (False, late or "no plan.png")
+    if ok:
+        ok, why = png_is_drawn(png)
+    copy = history.final.get("plan.png") if history is not None and history.observable else None
+    if ok and copy is not None and history.public_copy(copy):
+        ok, why = False, f"plan.png is a byte copy of the public file {history.public_copy(copy)}"
+        v.denied.append(why)
     v.item("plan_png_is_diagram", ok, why)
     apply_tier_and_reach(v, "S1", tier, plan.is_file())
     return v
@@ -114,9 +208,12 @@ def apply_tier_and_reach(v: StageVerdict, stage: str, tier: str, was_reached: bo
         v.items["_stage"] = {"met": False, "evidence": f"{stage} never reached: scored 0"}
 
 
-def weights_evidence(cells: list[Cell], roots: list[Path | None]) -> tuple[bool, str]:
-    """Weights loaded by a cell that ran, from a file that exists (when the code names the file)."""
+def weights_evidence(cells: list[Cell], roots: list[Path | None], history: History | None = None,
+                     inference_only: bool = False) -> tuple[bool, str]:
+    """Weights loaded by a cell that ran, from a file that exists (when the code names the file); in an
+    inference-only task not a file the agent made (pre-trained = the bytes of a public file)."""
     missing = ""
+    watch = history is not None and history.observable and inference_only
     for c in cells:
         if not c.ok:
             continue
@@ -124,16 +221,43 @@ def weights_evidence(cells: list[Cell], roots: list[Path | None]) -> tuple[bool,
             if not files:
                 return True, c.cite(line) + " (exit 0)"
             found = [f for f in files if find_file(f, roots)]
+            made = [p for f in found for p in history.find(f) if history.agent_made(p)] if watch else []
+            if found and made:
+                missing = missing or c.cite(line) + f" ({made[0]} was written by cell " \
+                    f"{history.final[made[0]].cell}, not a public file: agent-made weights in an inference-only task)"
+                continue
             if found:
                 return True, c.cite(line) + f" ({', '.join(found)} exists)"
             missing = missing or c.cite(line) + f" ({', '.join(files)} not found: the load proves nothing)"
     return False, missing or "no cell that ran loaded weights"
 
 
-def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()) -> StageVerdict:
+def model_applied(cells: list[Cell], history: History | None) -> tuple[bool, str]:
+    """A model called on data in a cell that ran and wrote outputs (snapshots): loaded weights that never
+    touched what was submitted earn nothing."""
+    if history is None or not history.observable:
+        return True, ""
+    c = first(cells, lambda c: c.ok and c.facts.model_calls and history.cell_wrote_outputs(c.index))
+    if c is None:
+        return False, "no cell that wrote outputs called a model on the data"
+    return True, f"; applied in {c.cite(c.facts.model_calls[0])} (the cell wrote outputs)"
+
+
+def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = (), history: History | None = None,
+             inference_only: bool = False, n_cases: int = 0) -> StageVerdict:
     v = StageVerdict(0.0)
-    ran = [c for c in cells if c.ok]
-    v.item("weights_obtained", *weights_evidence(cells, list(roots)))
+    full = full_run(cells, n_cases) if history is not None and history.observable else None
+    # Setup is what came before the outputs were complete: checks made afterwards set nothing up.
+    ran = [c for c in cells if c.ok and (full is None or c.index <= full.index)]
+    got, why = weights_evidence(cells, list(roots), history, inference_only)
+    if not got and "agent-made" in why:
+        v.denied.append(why)
+    if got:
+        applied, how = model_applied(cells, history)
+        got, why = applied, why + how if applied else why + "; but " + how
+        if not applied:
+            v.denied.append(how)
+    v.item("weights_obtained", got, why)
     # Compatibility means looking at more than one property of the input, and showing it.
     best = max((c for c in ran if c.shown), key=lambda c: len(c.facts.input_props), default=None)
     kinds = sorted(best.facts.input_props) if best else []
@@ -173,17 +297,53 @@ def find_pilot(cells: list[Cell], n_cases: int) -> tuple[Cell | None, str]:
     return None, "no cell that ran applied the method to one case and showed the result"
 
 
+def method_names(c: Cell) -> set[str]:
+    """The calls a cell applied to data (its method) and the scripts it ran."""
+    lines = set(c.facts.methods)
+    return {n for n, line in c.facts.calls.items() if line in lines} | set(c.facts.runs)
+
+
+def pilot_linked(pilot: Cell, full: Cell | None, history: History | None) -> tuple[bool, str]:
+    """The pilot is the full run's method: the cell that completed the outputs wrote them (snapshots)
+    and applied a method the pilot applied (same call or script), not copies or constants."""
+    if history is None or not history.observable or full is None:
+        return True, ""
+    if not history.cell_wrote_outputs(full.index):
+        return False, f"the cell that completed the outputs (cell {full.index}) wrote no output itself"
+    piloted = method_names(pilot)
+    if not piloted and pilot.facts.methods and full.facts.methods:  # a rule with no call (x.mean() > 128)
+        return True, f"; the full run (cell {full.index}) applies a method too"
+    shared = piloted & method_names(full)
+    if not shared:
+        return False, (f"the full run (cell {full.index}) does not apply the pilot's method "
+                       f"({', '.join(sorted(method_names(pilot))[:3]) or 'none'})")
+    return True, f"; the full run (cell {full.index}) applies the same {sorted(shared)[0]}"
+
+
 def checked(c: Cell, kind: str) -> bool:
-    """A cell that ran, checked results or outputs (`range_checks` / `shape_checks`) and showed it."""
-    return c.ok and bool(getattr(c.facts, kind)) and bool(c.facts.inspected) and c.shown
+    """A cell that ran, checked results or outputs (`range_checks` / `shape_checks`) and showed it; when it
+    was replayed on broken outputs (judge/replay.py), it must have failed on at least one of them."""
+    return c.ok and bool(getattr(c.facts, kind)) and bool(c.facts.inspected) and c.shown and can_fail(c)
 
 
-def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int) -> StageVerdict:
+def can_fail(c: Cell) -> bool:
+    """False only when a replay showed the cell passing on every broken version of the outputs."""
+    r = c.event.replay
+    return not (isinstance(r, dict) and "fails_on" in r and not r["fails_on"] and r.get("passes_on"))
+
+
+def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: History | None = None) -> StageVerdict:
     """The validation ladder: 0 / 0.2 shape-only / 0.5 range- or label-aware / 1.0 pilot + check + full run."""
     levels = load_rubric().levels("S3")
     v = StageVerdict(0.0)
     full = full_run(cells, n_cases)
     pilot, why = find_pilot(cells, n_cases)
+    if pilot is not None:
+        linked, how = pilot_linked(pilot, full, history)
+        why += how if linked else f" but {how}"
+        pilot = pilot if linked else None
+        if not linked:
+            v.denied.append(how)
     pilot_check = None
     if pilot is not None:
         pilot_check = first(cells, lambda c: pilot.index <= c.index and (full is None or c.index < full.index)
@@ -205,9 +365,31 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int) -> StageVerdict
     return v
 
 
-def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int,
-          public: Path | None = None) -> dict[str, StageVerdict]:
+# Tracks whose outputs are images or volumes: two byte-identical outputs for different inputs are a copy.
+IMAGE_TRACKS = frozenset({"segmentation", "enhancement", "synthesis"})
+
+
+def judge_s4(history: History, track: str = "segmentation") -> StageVerdict:
+    """The share of the outputs computed, not copied (S4's completion part is scaled by it, scoring.py):
+    an output whose bytes are a public file's, or (image tracks) another output's written before it."""
+    v = StageVerdict(1.0)
+    if not history.observable:
+        v.items["outputs_computed"] = {"met": True, "evidence": "not_observable: no workspace snapshots"}
+        return v
+    outputs = history.outputs()
+    copies = history.copied_outputs(between_outputs=track in IMAGE_TRACKS)
+    v.score = 1.0 - len(copies) / len(outputs) if outputs else 1.0
+    v.item("outputs_computed", not copies, f"{len(outputs) - len(copies)} of {len(outputs)} outputs computed"
+           + (f"; {'; '.join(list(copies.values())[:3])}" if copies else ""))
+    return v
+
+
+def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int, public: Path | None = None,
+          brief: str | None = None, inference_only: bool = False,
+          history: History | None = None) -> dict[str, StageVerdict]:
     cells = read_run(record)
     attribute_stages(record, n_cases, cells)
-    return {"S1": judge_s1(workspace, tier), "S2": judge_s2(record, cells, [workspace, public]),
-            "S3": judge_s3(record, cells, n_cases)}
+    history = history or History(record, public)
+    return {"S1": judge_s1(workspace, tier, history, brief),
+            "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases),
+            "S3": judge_s3(record, cells, n_cases, history)}

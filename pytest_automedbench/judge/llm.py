@@ -191,12 +191,15 @@ class LLMJudge:
                  cost_fn: Callable[[str | None, Usage], float | None] | None = None, cap: int = TRACE_CAP_CHARS):
         self.agent, self.cache_dir, self.cost_fn, self.cap = agent, cache_dir, cost_fn, cap
 
-    def prompt(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int) -> tuple[str, str]:
+    def prompt(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int,
+               facts: str = "") -> tuple[str, str]:
         rubric = load_rubric()
         rubric_text = rubric.text(track, tier)
         body = "\n\n".join([
             "# Rubric\n" + rubric_text,
             "# Workspace at the end of the run\n" + workspace_facts(workspace, n_cases),
+            *(["# Harness facts (from the harness's own workspace snapshots and replays; the agent cannot "
+               "write these)\n" + facts] if facts else []),
             "# Trace (condensed)\n" + condense(trace_blocks(record), self.cap),
             "# Answer\nOne JSON object matching this schema (evidence: cite call numbers or files):\n"
             + json.dumps(answer_schema(rubric)),
@@ -208,10 +211,11 @@ class LLMJudge:
         return hashlib.sha256(json.dumps({"model": self.agent.model_id or self.agent.name, "system": SYSTEM,
                                           "rubric": rubric_text, "prompt": body}).encode()).hexdigest()
 
-    def judge(self, record: RunRecord, workspace: Path, track: str, tier: str,
-              n_cases: int, public: Path | None = None) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
-        fallback = heuristic.judge(record, workspace, tier, n_cases, public)  # also labels the stages
-        rubric_text, body = self.prompt(record, workspace, track, tier, n_cases)
+    def judge(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int,
+              public: Path | None = None, brief: str | None = None,
+              inference_only: bool = False) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
+        fallback = heuristic.judge(record, workspace, tier, n_cases, public, brief, inference_only)  # labels stages
+        rubric_text, body = self.prompt(record, workspace, track, tier, n_cases, harness_facts(record, fallback))
         key = self.cache_key(rubric_text, body)
         info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
                                 "cached": False, "api_calls": 0, "tokens": Usage().as_dict(), "cost_usd": 0.0}
@@ -241,6 +245,9 @@ class LLMJudge:
         verdicts, uncited = to_verdicts(answer, record, workspace, tier, fallback)
         if uncited:
             info["uncited"] = uncited  # claimed met without a citation of a call that ran or a plan file
+        capped = cap_by_facts(verdicts, fallback)
+        if capped:
+            info["capped_by_facts"] = capped
         return verdicts, info
 
     def _ask(self, body: str) -> tuple[dict | None, str, Usage, int]:
@@ -282,6 +289,33 @@ class LLMJudge:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(answer, indent=1))
+
+
+def harness_facts(record: RunRecord, verdicts: dict[str, StageVerdict]) -> str:
+    """What the snapshots and replays established, as lines for the judge model (the same facts the
+    heuristic used; what they refused caps the model's verdict, cap_by_facts)."""
+    lines = [f"{stage}: {why}" for stage, v in verdicts.items() for why in v.denied]
+    for e in record.code_cells():
+        r = e.replay
+        if isinstance(r, dict) and "fails_on" in r:
+            lines.append(f"call {e.index} replayed on broken copies of the outputs: "
+                         + (f"fails on {', '.join(r['fails_on'])}" if r["fails_on"] else "passes on every one "
+                            f"({', '.join(r.get('passes_on', []))}): it cannot fail"))
+    return "\n".join(lines[:40])
+
+
+def cap_by_facts(verdicts: dict[str, StageVerdict], heuristic_verdicts: dict[str, StageVerdict]) -> dict[str, str]:
+    """What the harness's own facts refused (a plan written after the outputs, agent-made weights, a pilot
+    that is not the full run's method) no judge model can grant: such a stage scores at most the
+    heuristic's score. Returns stage -> the first fact, for result.json's judge block."""
+    capped = {}
+    for stage, h in heuristic_verdicts.items():
+        v = verdicts.get(stage)
+        if v is not None and h.denied and v.score > h.score:
+            v.score = h.score
+            v.items["_facts"] = {"met": False, "evidence": "capped by the harness's facts: " + h.denied[0][:200]}
+            capped[stage] = h.denied[0][:200]
+    return capped
 
 
 # Agent text that speaks to the judge: a run that tries to instruct its grader is not given to the

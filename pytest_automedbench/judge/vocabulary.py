@@ -33,7 +33,7 @@ PLUMBING_NAMES = frozenset(
     "getenv environ close flush sleep perf_counter monotonic add_argument parse_args dump dumps loads "
     "write writelines writerow writerows writeheader fromarray Nifti1Image Nifti1Pair set_qform "
     "set_sform set_xyzt_units set_data_dtype header get_data_dtype affine parameters numel state_dict "
-    "requires_grad_ zero_grad sigmoid_ softmax_ grad enable_grad inference_mode".split())
+    "requires_grad_ zero_grad sigmoid_ softmax_ grad enable_grad inference_mode nan_to_num nan_to_num_".split())
 # Calls that make data out of nothing: their result is a constant or random, not a prediction.
 CONSTANT_MAKERS = frozenset(
     "zeros_like ones_like full_like empty_like rand randn randint random choice uniform normal permutation "
@@ -51,7 +51,7 @@ WRITERS = frozenset(
 RANGE_CHECKS = frozenset(
     "unique min max mean std sum isnan isfinite isinf histogram bincount percentile quantile allclose "
     "array_equal count_nonzero nanmin nanmax nanmean any all value_counts describe Counter issubset "
-    "issuperset amin amax ptp median nunique argmax argmin".split())
+    "issuperset amin amax ptp median nunique".split())
 SHAPE_CHECKS = frozenset("len exists isfile is_file".split())
 EXISTENCE_CHECKS = frozenset("exists isfile is_file".split())
 SHAPE_ATTRS = frozenset("shape size ndim".split())
@@ -80,6 +80,8 @@ MODEL_CALL_METHODS = frozenset("predict predict_proba forward generate infer inf
 DEVICE_CALLS = frozenset("to cuda device is_available set_device".split())
 DEVICE_KEYWORDS = frozenset("device map_location device_map".split())
 TRAINING_METHODS = frozenset("backward fit train_on_batch partial_fit".split())
+# In-place tensor updates: on a model's parameters (p.data.sub_(lr * p.grad)) they are training.
+INPLACE_UPDATES = frozenset("sub_ add_ mul_ addcmul_ addcdiv_ copy_ lerp_".split())
 INSTALLERS = ("pip", "pip3", "conda", "mamba", "apt", "apt-get", "uv")
 ENV_COMMANDS = frozenset("nvidia-smi nproc nvcc lscpu free".split())
 PYTHONS = re.compile(r"^(python[\d.]*|.*/python[\d.]*)$")

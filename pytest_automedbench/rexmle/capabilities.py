@@ -11,7 +11,10 @@ strategy was executed) or 0 (absent, ambiguous, or only planned). Two summaries 
 Two judges fill the same report: `heuristic_report` (offline: each cell read as code with the stage
 judge's reader, judge/code.py, so comments, strings and a plan in prose never count; a strategy
 needs a call or a computed name in code that ran, in a cell that exited 0 and printed something or
-wrote a file) and `llm_report` (a model asked for JSON per strategy, through
+wrote a file; and grounded in what the cell did, `grounded`: a method applied to data or training for
+every strategy, a model that ran for the model strategies, two model calls for an ensemble, a
+library call for pretrained weights, so names like `worst` or `ensemble` in a printing cell earn
+nothing) and `llm_report` (a model asked for JSON per strategy, through
 `Agent.respond(conversation, tools=[])`).
 """
 from __future__ import annotations
@@ -51,9 +54,13 @@ class Strategy:
     runs_scripts: bool = False  # a script a cell wrote, run by a later cell
 
     def found(self, facts: CodeFacts) -> tuple[str, int | None] | None:
-        """(what, line) of the first piece of code that shows the strategy, or None."""
+        """(what, line) of the first piece of code that shows the strategy, or None. Grounded in what
+        the cell did (`grounded`): a name or a class in a cell that computed nothing shows nothing."""
+        if not grounded(self.key, facts):
+            return None
         for pattern in self.calls:
-            hit = next((n for n in facts.calls if pattern.search(n)), None)
+            hit = next((n for n in facts.calls if pattern.search(n)
+                        and (self.key != "external_data" or "." in n)), None)
             if hit:
                 return hit, facts.calls[hit]
         for kind, patterns in (("names", self.names), ("loops", self.loops)):
@@ -63,6 +70,22 @@ class Strategy:
         if self.runs_scripts and facts.runs:
             return f"runs {facts.runs[0]}", None
         return None
+
+
+# A model strategy needs a model that ran (called on data or trained); pretrained weights come from a
+# library call (dotted, not a local stub named like one); an ensemble needs two model calls in the cell.
+MODEL_STRATEGIES = frozenset({"state_of_the_art", "external_data"})
+
+
+def grounded(key: str, facts: CodeFacts) -> bool:
+    """Whether the cell did the work a strategy is about, whatever its names say: it applied a method to
+    data or trained (every strategy), ran a model (model strategies), or ran two models (an ensemble)."""
+    worked = bool(facts.methods or facts.training or facts.runs)
+    if key in MODEL_STRATEGIES:
+        return bool(facts.model_calls or facts.training or facts.runs)
+    if key in ("heterogeneous_ensemble", "seed_fold_ensemble"):
+        return len(facts.model_calls) >= 2 or bool(facts.training and facts.model_calls) or bool(facts.runs)
+    return worked
 
 
 @dataclass

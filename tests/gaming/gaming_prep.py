@@ -53,3 +53,18 @@ def enh(public: Path, private: Path, seed: int = 0):
         nib.save(nib.Nifti1Image(noisy.astype(np.float32), np.eye(4)), str(public / "images" / f"case_{i:03d}.nii.gz"))
         target = private / "targets" / f"case_{i:03d}.nii.gz"
         nib.save(nib.Nifti1Image(clean.astype(np.float32), np.eye(4)), str(target))
+
+
+def seg_model(public: Path, private: Path, seed: int = 0):
+    """The tiny segmentation task (tiny_prep, six cases) with a pre-trained model in the public data: a
+    1x1x1 Conv3d whose argmax over three channels is the label (0 below 50, 1 up to 150, 2 above)."""
+    import torch
+    from tiny_prep import prepare
+
+    prepare(public, private, n_cases=6, seed=seed)
+    net = torch.nn.Conv3d(1, 3, 1)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([0.0, 1.0, 2.0]).view(3, 1, 1, 1, 1))
+        net.bias.copy_(torch.tensor([0.0, -50.0, -200.0]))
+    (public / "models").mkdir()
+    torch.save(net.state_dict(), public / "models" / "seg_conv.pt")

@@ -1,0 +1,235 @@
+"""Counterfactual replay of check cells: a check counts only if it can fail (mutation testing, turned round).
+
+After the run, each candidate check cell -- it ran cleanly, its code checks something (an assert, a
+comparison, a raise), it wrote no output, and outputs existed before it -- is run again in a fresh
+sandbox made by the runner's own factory, over a copy of the final workspace: twice unmutated (it must
+pass both times, else its verdict says nothing), then once per mutation class applied to the copy's
+outputs (`MUTATIONS`: zeros, a missing case, NaNs, a wrong shape, a wrong label set). The cell is
+credited for the classes where it fails: a non-zero exit, a timeout, or a line starting with FAIL.
+Printed values that merely differ are not a check. What was replayed, the classes it caught and why a
+cell was not replayed go into its trace event (`TraceEvent.replay`), so `automedbench rescore`
+re-judges without replaying. Replays are bounded (cells, seconds, workspace size) and are harness time.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..agents.loop import RunRecord
+from .evidence import Cell, read_run
+from .history import OUTPUTS, History
+
+MUTATIONS = ("zeros", "missing", "nan", "shape", "labels")
+MAX_CELLS = 3  # candidate cells replayed per run (the last ones: the checks of the final outputs)
+BUDGET_S = 180.0  # harness seconds all replays of one run may take
+CELL_TIMEOUT_S = 60.0
+MAX_COPY_BYTES = 512 << 20  # a workspace larger than this is not copied (recorded as the reason)
+FAIL_LINE = re.compile(r"^\s*FAIL(ED)?\b", re.M)
+
+
+def candidates(record: RunRecord, cells: list[Cell], history: History, max_cells: int = MAX_CELLS) -> list[Cell]:
+    first = history.first_output()
+    if first is None:
+        return []
+    out = [c for c in cells if c.ok and c.index > first.at and not history.cell_wrote_outputs(c.index)
+           and (c.facts.asserts or c.facts.range_checks or c.facts.shape_checks or c.facts.inspected)]
+    return out[-max_cells:] if max_cells > 0 else []
+
+
+def failed(result) -> bool:
+    return bool(result.exit_code != 0 or result.timed_out or result.blocked or FAIL_LINE.search(result.stdout or ""))
+
+
+def copy_workspace(src: Path, dst: Path) -> None:
+    """The final workspace, links kept as links (never followed)."""
+    shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+
+
+def workspace_bytes(root: Path) -> int:
+    from ..provenance import walk
+
+    found, _ = walk(root)
+    return sum(st.st_size for _, st in found)
+
+
+# -- mutations of the outputs -------------------------------------------------------------------------
+def _nifti(path: Path, kind: str) -> bool:
+    import nibabel as nib
+    import numpy as np
+
+    img = nib.load(str(path))
+    data = np.asarray(img.dataobj)
+    if kind == "zeros":
+        new = np.zeros_like(data)
+    elif kind == "nan":
+        new = np.full(data.shape, np.nan, np.float32)
+    elif kind == "shape":
+        new = data[: max(1, data.shape[0] // 2)]
+    elif kind == "labels":
+        if not np.issubdtype(data.dtype, np.integer):
+            return False
+        new = data.astype(np.int16) + 7
+    else:
+        return False
+    nib.save(nib.Nifti1Image(new, img.affine), str(path))
+    return True
+
+
+def _image(path: Path, kind: str) -> bool:
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(path) as im:
+        a = np.asarray(im)
+    if kind == "zeros":
+        new = np.zeros_like(a)
+    elif kind == "shape":
+        new = a[: max(1, a.shape[0] // 2)]
+    elif kind == "labels" and a.dtype == np.uint8:
+        new = (a.astype(np.int16) + 7).clip(0, 255).astype(np.uint8)
+    else:
+        return False
+    Image.fromarray(new).save(path)
+    return True
+
+
+def _json(path: Path, kind: str) -> bool:
+    data = json.loads(path.read_text())
+    if isinstance(data, dict) and data:
+        key = sorted(data)[0]
+        if kind == "missing":
+            del data[key]
+        else:
+            data = {k: {"zeros": "", "nan": None, "labels": "zzz-not-a-label"}.get(kind, v) for k, v in data.items()}
+            if kind not in ("zeros", "nan", "labels"):
+                return False
+    elif isinstance(data, list) and data:
+        if kind != "missing":
+            return False
+        data = data[1:]
+    else:
+        return False
+    path.write_text(json.dumps(data))
+    return True
+
+
+def _csv(path: Path, kind: str) -> bool:
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    if len(rows) < 2 or len(rows[0]) < 2:
+        return False
+    head, body = rows[0], rows[1:]
+    if kind == "missing":
+        body = body[1:]
+    elif kind in ("zeros", "nan", "labels"):
+        fill = {"zeros": "0", "nan": "nan", "labels": "zzz-not-a-label"}[kind]
+        body = [[r[0]] + [fill] * (len(r) - 1) for r in body if r]
+    else:
+        return False
+    buf = io.StringIO()
+    csv.writer(buf).writerows([head] + body)
+    path.write_text(buf.getvalue())
+    return True
+
+
+def mutate(workspace: Path, kind: str) -> str | None:
+    """Break the copy's outputs one way; what was done, or None when the class does not apply to them."""
+    outputs = sorted(p for p in (workspace / OUTPUTS.rstrip("/")).rglob("*") if p.is_file() and not p.is_symlink())
+    if not outputs:
+        return None
+    if kind == "missing" and len(outputs) > 1:
+        outputs[0].unlink()
+        return f"removed {outputs[0].name}"
+    changed = 0
+    for p in (outputs[:1] if kind == "missing" else outputs):
+        name = p.name.lower()
+        try:
+            if name.endswith((".nii", ".nii.gz")):
+                changed += _nifti(p, kind)
+            elif name.endswith((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")):
+                changed += _image(p, kind)
+            elif name.endswith(".json"):
+                changed += _json(p, kind)
+            elif name.endswith((".csv", ".tsv")):
+                changed += _csv(p, kind)
+            elif kind == "zeros":
+                p.write_bytes(b"")
+                changed += 1
+        except Exception:  # noqa: BLE001 - an output we cannot parse is left as it is
+            continue
+    return f"{kind} in {changed} output(s)" if changed else None
+
+
+# -- the replay ---------------------------------------------------------------------------------------
+def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[[Path], Any],
+               history: History | None = None, budget_s: float = BUDGET_S,
+               max_cells: int = MAX_CELLS) -> dict[str, Any]:
+    """Replay the run's candidate check cells; writes `replay` on their trace events. Returns a summary
+    (cells replayed, seconds) for result.json. `make_sandbox(workspace_copy)` builds a guarded sandbox."""
+    history = history or History(record)
+    started = time.monotonic()
+    summary: dict[str, Any] = {"cells": 0, "seconds": 0.0}
+    if not history.observable:
+        summary["not_replayed"] = "no workspace snapshots"
+        return summary
+    cells = read_run(record)
+    chosen = candidates(record, cells, history, max_cells)
+    if not chosen:
+        return summary
+    size = workspace_bytes(workspace)
+    if size > MAX_COPY_BYTES:
+        for c in chosen:
+            c.event.replay = {"not_replayed": f"the workspace is {size >> 20} MiB, over the replay copy limit"}
+        summary["not_replayed"] = "workspace too large"
+        return summary
+    for c in chosen:
+        left = budget_s - (time.monotonic() - started)
+        if left < 5:
+            c.event.replay = {"not_replayed": "the run's replay budget is spent"}
+            continue
+        c.event.replay = replay_cell(c, workspace, make_sandbox, started, budget_s)
+        summary["cells"] += 1
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    return summary
+
+
+def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s: float) -> dict[str, Any]:
+    t0 = time.monotonic()
+    out: dict[str, Any] = {"fails_on": [], "passes_on": [], "not_applicable": []}
+
+    def run(kind: str | None):
+        with tempfile.TemporaryDirectory(prefix="amb-replay-") as tmp:
+            ws = Path(tmp) / "workspace"
+            copy_workspace(workspace, ws)
+            what = mutate(ws, kind) if kind else "unmutated"
+            if what is None:
+                return None
+            timeout = max(1.0, min(CELL_TIMEOUT_S, budget_s - (time.monotonic() - started)))
+            with make_sandbox(ws) as sandbox:
+                return sandbox.exec(c.event.code or "", c.event.language or "python", timeout=timeout)
+
+    try:
+        for _ in range(2):
+            r = run(None)
+            if r is None or failed(r):
+                return {"not_replayed": "fails or differs on the real outputs: its verdict says nothing",
+                        "seconds": round(time.monotonic() - t0, 3)}
+        for kind in MUTATIONS:
+            if time.monotonic() - started > budget_s:
+                out["stopped"] = "the run's replay budget is spent"
+                break
+            r = run(kind)
+            if r is None:
+                out["not_applicable"].append(kind)
+            else:
+                out["fails_on" if failed(r) else "passes_on"].append(kind)
+    except Exception as e:  # noqa: BLE001 - a replay that cannot run is recorded, never fatal
+        return {"not_replayed": f"{type(e).__name__}: {e}"[:300], "seconds": round(time.monotonic() - t0, 3)}
+    out["seconds"] = round(time.monotonic() - t0, 3)
+    return out

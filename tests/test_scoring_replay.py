@@ -1,0 +1,103 @@
+"""Counterfactual replay (judge/replay.py): a check cell counts only if it fails on broken outputs.
+
+Real runs of the tiny task through runner.execute (local sandbox): an output check that can fail is
+credited for the mutation classes it catches; one that prints but cannot fail is replayed, passes on
+every broken copy and earns no S3 credit; the verdicts are in trace.jsonl for rescore.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+import yaml
+
+from conftest import FIXTURES
+from pytest_automedbench.agents import ScriptAgent
+from pytest_automedbench.data import ensure_prepared
+from pytest_automedbench.judge.replay import mutate
+from pytest_automedbench.runner import execute
+from pytest_automedbench.settings import RunSettings
+from pytest_automedbench.tasks import load_task_file
+
+SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
+PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)
+REAL_CHECK = {"execute_code": {"language": "python", "code": (
+    "import os, nibabel as nib, numpy as np\nout = os.environ['AMB_OUTPUT_DIR']\n"
+    "d = os.path.join(os.environ['AMB_PUBLIC_DIR'], 'images')\n"
+    "assert sorted(os.listdir(out)) == sorted(os.listdir(d))\n"
+    "for f in sorted(os.listdir(out)):\n    y = np.asarray(nib.load(os.path.join(out, f)).dataobj)\n"
+    "    x = nib.load(os.path.join(d, f))\n"
+    "    assert y.shape == x.shape and set(np.unique(y)) <= {0, 1, 2} and (y > 0).any(), f\n"
+    "print('outputs ok', len(os.listdir(out)))\n")}}
+HOLLOW_CHECK = {"execute_code": {"language": "python", "code": (
+    "import os, nibabel as nib, numpy as np\nout = os.environ['AMB_OUTPUT_DIR']\n"
+    "for f in sorted(os.listdir(out))[:1]:\n    y = nib.load(os.path.join(out, f)).get_fdata()\n"
+    "    print('range', y.min(), y.max(), np.unique(y))\n")}}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("replay")
+    shutil.copytree(FIXTURES / "tiny", root / "task")
+    sys.path.insert(0, str(root / "task"))
+    try:
+        task = load_task_file(root / "task" / "tiny.task.yaml")
+        yield task, ensure_prepared(task, root / "data"), root
+    finally:
+        sys.path.remove(str(root / "task"))
+
+
+def run_steps(tiny, steps, name):
+    task, data, root = tiny
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(steps))
+    settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs", replay_cells=2)
+    result = execute(task, "lite", 1, ScriptAgent(path), data, settings)
+    trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
+    return result, trace
+
+
+def test_a_check_that_can_fail_is_credited_for_what_it_catches(tiny):
+    result, trace = run_steps(tiny, [PLAN, ENV, FULL, REAL_CHECK, SUBMIT], "real-check")
+    replay = trace[3]["replay"]
+    assert {"zeros", "missing", "shape", "labels", "nan"} <= set(replay["fails_on"]), replay
+    assert result["judge"]["replay"]["cells"] == 1
+    assert result["stage_evidence"]["S3"]["range_check"]["met"]
+
+
+def test_rescore_rejudges_from_the_trace_without_replaying(tiny, monkeypatch):
+    from pytest_automedbench import cli_rescore
+    from pytest_automedbench.judge import replay as replay_module
+
+    result, trace = run_steps(tiny, [PLAN, ENV, PILOT, FULL, REAL_CHECK, SUBMIT], "rescored")
+    _, data, root = tiny
+    monkeypatch.setattr(replay_module, "replay_cell", lambda *a, **k: pytest.fail("rescore replayed a cell"))
+    again = cli_rescore.rescore_run(root / "runs" / result["run_id"], data.root.parent.parent)
+    assert again["stages"] == result["stages"] and again["stage_evidence"] == result["stage_evidence"]
+    assert again["judge"]["replay"] == result["judge"]["replay"] and again["judge"]["provenance"] == "snapshots"
+
+
+def test_a_check_that_cannot_fail_earns_nothing(tiny):
+    result, trace = run_steps(tiny, [PLAN, ENV, FULL, HOLLOW_CHECK, SUBMIT], "hollow-check")
+    replay = trace[3]["replay"]
+    assert replay["fails_on"] == [] and replay["passes_on"], replay
+    assert not result["stage_evidence"]["S3"]["range_check"]["met"]
+    assert result["stages"]["S3"] <= 0.2  # shape_only at most: the full run printed its output count
+
+
+def test_mutations_break_each_output_kind(tmp_path):
+    import nibabel as nib
+    import numpy as np
+
+    out = tmp_path / "outputs"
+    out.mkdir()
+    nib.save(nib.Nifti1Image(np.ones((4, 4, 4), np.uint8), np.eye(4)), str(out / "a.nii.gz"))
+    (out / "answers.json").write_text(json.dumps({"q1": "yes", "q2": "no"}))
+    (out / "predictions.csv").write_text("id,label\np1,dark\np2,mid\n")
+    assert mutate(tmp_path, "labels")
+    assert set(np.unique(np.asarray(nib.load(str(out / "a.nii.gz")).dataobj))) == {8}
+    assert set(json.loads((out / "answers.json").read_text()).values()) == {"zzz-not-a-label"}
+    assert "zzz-not-a-label" in (out / "predictions.csv").read_text()
+    assert mutate(tmp_path, "missing") and not (out / "a.nii.gz").exists()
