@@ -56,6 +56,11 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
     request_queue_size = 256
     gateway: "Gateway"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # the cell went away first (ended, timed out)
+            return
+        super().handle_error(request, client_address)
+
 
 def default_cost_fn() -> CostFn:
     from ..agents.pricing import cost_usd
@@ -121,8 +126,11 @@ class Gateway:
         self.stop()
 
     # -- runs
-    def open_run(self, run_id: str, routes: Mapping[str, Route], limits: RunLimits | None = None) -> RunBinding:
-        binding = RunBinding(run_id=run_id, routes=dict(routes), limits=limits or RunLimits(), cost_fn=self.cost_fn)
+    def open_run(self, run_id: str, routes: Mapping[str, Route], limits: RunLimits | None = None,
+                 cost_fn: CostFn | None = None) -> RunBinding:
+        """A run's token and meter; `cost_fn(model, usage)` prices its calls (default: the built-in table)."""
+        binding = RunBinding(run_id=run_id, routes=dict(routes), limits=limits or RunLimits(),
+                             cost_fn=cost_fn or self.cost_fn)
         with self._lock:
             self._runs[binding.token] = binding
         return binding
@@ -151,18 +159,22 @@ class Gateway:
         return self.scrub(text.encode("utf-8", "replace")).decode("utf-8", "replace")
 
 
-_SHARED: Gateway | None = None
+_SHARED: dict[tuple, Gateway] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def shared_gateway() -> Gateway:
-    """This process's gateway (one per pytest-xdist worker), started on first use, stopped at exit."""
-    global _SHARED
+    """This process's gateway (one per pytest-xdist worker), started on first use, stopped at exit.
+
+    One per provider configuration: a process whose environment names other providers later (a
+    test pointing them at its own mock server) gets a gateway of its own for them."""
+    providers = providers_from_env()
+    key = tuple(sorted((wire, p.base_url, p.key, p.bearer) for wire, p in providers.items()))
     with _SHARED_LOCK:
-        if _SHARED is None:
-            _SHARED = Gateway().start()
-            atexit.register(_SHARED.stop)
-        return _SHARED
+        if key not in _SHARED:
+            gateway = _SHARED[key] = Gateway(providers).start()
+            atexit.register(gateway.stop)
+        return _SHARED[key]
 
 
 def _token_of(headers: Any) -> str | None:
@@ -433,6 +445,8 @@ class Call:
         self.finish(200)
 
     def _set_usage(self, usage: dict[str, int] | None, reply: Any) -> None:
+        if self.kind == "messages.count_tokens":  # the provider counted; nothing was generated or billed
+            return
         if usage is None:  # the provider reported nothing: estimated, and marked so
             usage = {"input": estimate_tokens(self.body), "output": estimate_tokens(reply or ""),
                      "cache_read": 0, "cache_write": 0}
