@@ -17,6 +17,7 @@ the converted native events into the trace; tokens and cost come from the llm_ca
 from __future__ import annotations
 
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -142,7 +143,8 @@ class BridgedAgent(CommandAgent):
     def provenance(self) -> dict[str, Any]:
         """What the runner adds to result.json's provenance: the bridge and the models by role."""
         return {"bridged": self.adapter.name,
-                "agent_models": {role: f"{r.wire}:{r.model}" for role, r in self.routes.items()}}
+                "agent_models": {role: f"{r.wire}:{r.model}" for role, r in self.routes.items()},
+                "not_observable": self.adapter.not_observable()}
 
     def program_folders(self) -> list[Path]:
         return [self.gateway.folder, self.adapter.install_dir(self.agents_dir)]
@@ -171,6 +173,7 @@ class BridgedAgent(CommandAgent):
                                                                      max_cost_usd=lim.max_cost_usd),
                               cost_fn=self._cost_fn())
         offset = binding.opened - ctx.started
+        opened_wall = time.time()
         (workspace / AGENT_DIR).mkdir(exist_ok=True)
         self.adapter.layout(workspace, ctx.brief)
         self.command = bridged_cell(gw.socket_path, gw.forwarder_path, binding.token,
@@ -179,9 +182,9 @@ class BridgedAgent(CommandAgent):
             super().run(ctx)
         finally:
             gw.close_run(binding)
-            self._account(ctx.record, binding, offset, workspace)
+            self._account(ctx.record, binding, offset, opened_wall, workspace)
 
-    def _account(self, record, binding, offset: float, workspace: Path) -> None:
+    def _account(self, record, binding, offset: float, opened_wall: float, workspace: Path) -> None:
         from .events import merge_events
 
         totals = binding.totals()
@@ -195,4 +198,4 @@ class BridgedAgent(CommandAgent):
             native = self.adapter.convert(workspace)
         except Exception as exc:  # noqa: BLE001 - an unreadable native log is the agent's, not a harness fault
             native = [{"tool": "agent_log", "started_s": None, "stderr": f"native log not read: {exc}"[:500]}]
-        merge_events(record, binding.calls, native, offset)
+        merge_events(record, binding.calls, native, offset, opened_wall)

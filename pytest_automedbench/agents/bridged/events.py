@@ -36,10 +36,12 @@ class BridgedEvent(TraceEvent):
 _EVENT_FIELDS = {f for f in TraceEvent.__dataclass_fields__}
 
 
-def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], offset: float) -> None:
+def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], offset: float,
+                 opened_wall: float | None = None) -> None:
     """Add llm_call events (their times moved to the run's clock by `offset`) and native events to
-    `record.trace`, sort everything by time (events without one stay after the one before them)
-    and number them again."""
+    `record.trace`, sort everything by time and number them again. A native event's time is its
+    `started_s` (seconds since the gateway run opened), else its `wall_s` (epoch seconds, placed
+    by `opened_wall`), else just after the event before it."""
     turn = max(1, record.turns)
     added: list[TraceEvent] = []
     for call in calls:
@@ -49,10 +51,13 @@ def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], off
     last = record.trace[0].started_s if record.trace else 0.0
     for item in native:
         at = item.get("started_s")
+        wall = item.get("wall_s")
+        if at is None and isinstance(wall, (int, float)) and opened_wall is not None:
+            at = wall - opened_wall
         at = last if at is None else at + offset
         last = at
         known = {k: v for k, v in item.items() if k in _EVENT_FIELDS and k not in ("index", "turn", "started_s")}
-        extra = {k: v for k, v in item.items() if k not in _EVENT_FIELDS}
+        extra = {k: v for k, v in item.items() if k not in _EVENT_FIELDS and k != "wall_s"}
         known.setdefault("tool", "agent_step")
         added.append(BridgedEvent(index=0, turn=turn, started_s=round(at, 3), native=extra or None, **known))
     submit = [e for e in record.trace if e.tool == "submit_results"]
