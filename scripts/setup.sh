@@ -40,10 +40,10 @@ extra=""
 if [ $want_tests = 1 ]; then
     "$PYTHON" -m pip install -q --no-deps "torchxrayvision>=1.2"
 fi
-# Tests only: the bridged agents CI runs for real (Claude Code from npm, AIDE from PyPI), built once in
+# Tests only: the bridged agents CI runs for real (Claude Code and Codex from npm, AIDE from PyPI), built once in
 # the agents folder ($AMB_AGENTS_DIR or /var/tmp/automedbench-agents); one already there is kept.
 if [ $want_tests = 1 ]; then
-    for agent in claude-code aide; do
+    for agent in claude-code aide codex; do
         "$PYTHON" -m pytest_automedbench.cli agents install "$agent" \
             || echo "setup: $agent could not be installed; its tests will skip" >&2
     done

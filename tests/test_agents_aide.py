@@ -11,16 +11,13 @@ import json
 
 import pytest
 
+from bridged_helpers import canary_hits, needs_installed
 from conftest import FIXTURES, read_results
-from pytest_automedbench.agents.bridged import adapter_for, agents_dir
 from pytest_automedbench.testing.mock_llm import answer_by_request
 
 CANARY = "sk-ant-CANARY-91e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4"
-AGENTS = agents_dir()
 
-pytestmark = pytest.mark.skipif(not adapter_for("aide").installed(AGENTS),
-                                reason=f"AIDE is not installed in {AGENTS} (run `automedbench agents install aide`, "
-                                       "as scripts/setup.sh --test does; it needs PyPI)")
+pytestmark = needs_installed("aide")
 
 PROGRAM = (FIXTURES / "agents" / "threshold_agent.py").read_text().replace(
     "brief = sys.stdin.read()", "brief = (Path(os.environ['AMB_WORKSPACE']) / 'TASK.md').read_text()")
@@ -54,5 +51,5 @@ def test_aide_solves_the_tiny_task_through_the_gateway(tiny_suite, pytester, moc
     assert {e["role"] for e in metered} >= {"chat", "feedback"} and all(e["translated"] for e in metered)
     nodes = [e for e in trace if (e.get("native") or {}).get("aide_stage")]
     assert nodes and nodes[0]["native"]["aide_stage"] == "draft" and "np.digitize" in nodes[0]["code"]
-    hits = [str(p) for p in (pytester.path / "reports").rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+    hits = canary_hits(pytester.path / "reports", CANARY)
     assert hits == []

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bridged_helpers import canary_hits
 from conftest import FIXTURES, read_results
 
 CANARY = "sk-ant-CANARY-7e1f00d2c3b4a5968778695a4b3c2d1e"
@@ -45,10 +46,6 @@ def run_folder(pytester) -> Path:
     return run
 
 
-def canary_hits(root: Path) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
-
-
 def test_bridged_run_is_scored_metered_exactly_and_keyless(tiny_suite, pytester, canary_env, fake_claude_dir):
     mock = canary_env
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=claude-code",
@@ -77,7 +74,7 @@ def test_bridged_run_is_scored_metered_exactly_and_keyless(tiny_suite, pytester,
     assert (folder / "workspace" / ".agent" / "claude-stream.jsonl").is_file()
     # the key never left the gateway: requests upstream carried it, nothing the agent saw or the run kept does
     assert all(req["headers"].get("x-api-key") == CANARY for req in mock.requests)
-    assert canary_hits(folder) == [] and canary_hits(pytester.path / "reports") == []
+    assert canary_hits(folder, CANARY) == [] and canary_hits(pytester.path / "reports", CANARY) == []
     assert CANARY not in (pytester.path / "out.xml").read_text()
 
 
@@ -98,7 +95,7 @@ def test_a_gateway_limit_ends_the_agent_and_the_run_is_scored(tiny_suite, pytest
     assert len(refused) == 1 and "max_turns" in refused[0]["error"]
     assert sum(1 for e in trace if e["tool"] == "llm_call" and e["counted"]) == 3
     assert "ended the run (max_turns)" in trace[0]["stderr"]
-    assert canary_hits(folder) == []
+    assert canary_hits(folder, CANARY) == []
 
 
 def test_a_role_without_a_provider_is_a_usage_error(tiny_suite, pytester, canary_env, fake_claude_dir):

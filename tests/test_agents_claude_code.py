@@ -11,18 +11,14 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, read_results
-from pytest_automedbench.agents.bridged import adapter_for, agents_dir
+from bridged_helpers import canary_hits, needs_installed, solve_command
+from conftest import read_results
 
 CANARY = "sk-ant-CANARY-3c2b1a09f8e7d6c5b4a3928170f6e5d4"
-AGENTS = agents_dir()
 
-pytestmark = pytest.mark.skipif(not adapter_for("claude-code").installed(AGENTS),
-                                reason=f"Claude Code is not installed in {AGENTS} (run `automedbench agents install "
-                                       "claude-code`, as scripts/setup.sh --test does; it needs npm)")
+pytestmark = needs_installed("claude-code")
 
-SOLVE = ("cat > /tmp/solve.py <<'AMB_EOF'\n" + (FIXTURES / "agents" / "threshold_agent.py").read_text()
-         + "AMB_EOF\npython /tmp/solve.py < TASK.md")
+SOLVE = solve_command()
 
 
 def solver(request: dict, api: str) -> dict:
@@ -64,7 +60,7 @@ def test_claude_code_solves_the_tiny_task_through_the_gateway(tiny_suite, pytest
     assert {e["model_served"] for e in metered if e["role"] == "chat"} == {"claude-sonnet-4-6"}
     bash = [e for e in trace if e["tool"] == "execute_code" and (e.get("native") or {}).get("name") == "Bash"]
     assert bash and "wrote 3 outputs" in bash[0]["stdout"]
-    hits = [str(p) for p in (pytester.path / "reports").rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+    hits = canary_hits(pytester.path / "reports", CANARY)
     assert hits == [] and CANARY not in (pytester.path / "out.xml").read_text()
     assert all(CANARY not in json.dumps(req["json"]) for req in mock.requests)
 

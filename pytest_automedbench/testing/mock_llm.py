@@ -474,7 +474,19 @@ def responses_stream(entry: Entry, request: dict[str, Any], n: int) -> list[byte
     events = [_sse("response.created", {"type": "response.created", "sequence_number": 0, "response": pending})]
     seq = 1
     for i, item in enumerate(whole["output"]):
+        started = {**item, "status": "in_progress"}
         if item["type"] == "message":
+            started["content"] = []
+        elif item["type"] == "function_call":
+            started["arguments"] = ""
+        events.append(_sse("response.output_item.added", {"type": "response.output_item.added", "sequence_number": seq,
+                                                          "output_index": i, "item": started}))
+        seq += 1
+        if item["type"] == "message":
+            events.append(_sse("response.content_part.added", {
+                "type": "response.content_part.added", "sequence_number": seq, "item_id": item["id"],
+                "output_index": i, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}))
+            seq += 1
             text = item["content"][0]["text"]
             for j in range(0, len(text), 16):
                 events.append(_sse("response.output_text.delta", {

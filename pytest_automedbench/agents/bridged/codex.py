@@ -6,7 +6,7 @@
   whose provider is the gateway (``wire_api = "responses"``: Codex dropped chat for custom
   providers, so the chat role must be an OpenAI-compatible provider that serves /v1/responses).
 - Trace: its rollout JSONL (``$CODEX_HOME/sessions/**/rollout-*.jsonl``): each ``function_call``
-  for a shell command with its output is an ``execute_code`` event.
+  for a shell command (``exec_command``) with its output is an ``execute_code`` event.
 """
 from __future__ import annotations
 
@@ -47,7 +47,18 @@ class Codex(NpmAdapter):
         return events
 
 
+def _epoch(stamp: Any) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(stamp)).timestamp()
+    except ValueError:
+        return None
+
+
 def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
+    """Codex's rollout JSONL as events: exec_command/shell calls (with their output) as
+    ``execute_code``, the assistant's messages as ``agent_text``; placed by their timestamps."""
     events: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
     for line in lines:
@@ -63,10 +74,10 @@ def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
                 args = json.loads(payload.get("arguments") or "{}")
             except ValueError:
                 args = {}
-            command = args.get("command") if isinstance(args, dict) else None
+            command = (args.get("cmd") or args.get("command")) if isinstance(args, dict) else None
             code = " ".join(command) if isinstance(command, list) else str(command or payload.get("arguments"))
-            event = {"tool": "execute_code", "started_s": None, "language": "bash", "code": code[:20000],
-                     "name": payload.get("name")}
+            event = {"tool": "execute_code", "started_s": None, "wall_s": _epoch(item.get("timestamp")),
+                     "language": "bash", "code": code[:20000], "name": payload.get("name")}
             calls[str(payload.get("call_id"))] = event
             events.append(event)
         elif payload.get("type") == "function_call_output":
@@ -77,5 +88,6 @@ def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
         elif payload.get("type") == "message" and payload.get("role") == "assistant":
             text = "".join(c.get("text", "") for c in payload.get("content") or [] if isinstance(c, dict))
             if text:
-                events.append({"tool": "agent_text", "started_s": None, "stdout": text[:20000]})
+                events.append({"tool": "agent_text", "started_s": None, "wall_s": _epoch(item.get("timestamp")),
+                               "stdout": text[:20000]})
     return events
