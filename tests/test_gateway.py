@@ -295,3 +295,27 @@ def test_forwarder_ends_the_agent_when_the_limit_is_hit(gateway, mock, tmp_path)
     assert "call 0 ok" in out.stdout and "call 1 ok" not in out.stdout
     assert "ended the run (max_turns)" in out.stderr
     assert run.limit_hit == "max_turns"
+
+
+def test_the_agent_cannot_choose_the_model_or_the_upstream_path(gateway, mock):
+    run = open_run(gateway)
+    body = {"model": "claude-opus-4-1", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    resp, _ = call(gateway, run.token, "/anything/../v1/messages", body, {"x-api-key": "sk-ant-mine"})
+    assert resp.status == 200
+    sent = mock.requests[-1]
+    assert sent["json"]["model"] == "claude-sonnet-4-6" and sent["path"] == "/v1/messages"
+    assert sent["headers"]["x-api-key"] == CANARY_A
+    resp, data = call(gateway, run.token, "/v1/messages/../../admin", body)
+    assert resp.status == 404 and len(mock.requests) == 1
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(gateway):
+    run = open_run(gateway)
+    conn = UnixConnection(str(gateway.socket_path))
+    conn.putrequest("POST", "/v1/messages")
+    conn.putheader("Authorization", f"Bearer {run.token}")
+    conn.putheader("Content-Length", str(1 << 40))
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413 and "automedbench gateway" in resp.read().decode()
+    conn.close()

@@ -118,6 +118,16 @@ def bridged_cell(socket_path: Path, forwarder: Path, token: str, launch: Launch)
     return "\n".join(lines)
 
 
+def refuse_remote_docker(sandbox) -> None:
+    """A Docker engine on another machine cannot bind the gateway's local socket: refused, with why."""
+    import os
+
+    host = os.environ.get("DOCKER_HOST", "")
+    if "docker" in str(getattr(sandbox, "name", "")) and host and not host.startswith("unix://"):
+        raise AgentError(f"bridged agents need the gateway's unix socket inside the container, and DOCKER_HOST={host} "
+                         "is not a local engine: use a local Docker engine or --amb-sandbox=local")
+
+
 class BridgedAgent(CommandAgent):
     """``--amb-model=<adapter>[:MODEL]``: see the module doc."""
 
@@ -166,6 +176,7 @@ class BridgedAgent(CommandAgent):
         from ...gateway import RunLimits
 
         self.prepare()
+        refuse_remote_docker(ctx.sandbox)
         lim = ctx.limits
         workspace = ctx.output_dir.parent
         gw = self.gateway
@@ -176,8 +187,11 @@ class BridgedAgent(CommandAgent):
         opened_wall = time.time()
         (workspace / AGENT_DIR).mkdir(exist_ok=True)
         self.adapter.layout(workspace, ctx.brief)
-        self.command = bridged_cell(gw.socket_path, gw.forwarder_path, binding.token,
-                                    self.adapter.launch(self.agents_dir, lim))
+        launch = self.adapter.launch(self.agents_dir, lim)
+        # the deadline, told to the program with a margin (the runner's cell timeout is the hard one)
+        left = lim.time_limit_s - (self.clock() - ctx.started)
+        launch.env.setdefault("TIME_LIMIT_SECS", str(max(30, int(left - max(30.0, 0.05 * left)))))
+        self.command = bridged_cell(gw.socket_path, gw.forwarder_path, binding.token, launch)
         try:
             super().run(ctx)
         finally:
