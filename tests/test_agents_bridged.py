@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bridged_helpers import canary_hits
+from sandbox_helpers import isolation  # noqa: F401  (fixture: with bubblewrap and without)
 from conftest import FIXTURES, read_results
 
 CANARY = "sk-ant-CANARY-7e1f00d2c3b4a5968778695a4b3c2d1e"
@@ -46,7 +47,7 @@ def run_folder(pytester) -> Path:
     return run
 
 
-def test_bridged_run_is_scored_metered_exactly_and_keyless(tiny_suite, pytester, canary_env, fake_claude_dir):
+def test_bridged_run_is_scored_metered_exactly_and_keyless(tiny_suite, pytester, canary_env, fake_claude_dir, isolation):
     mock = canary_env
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=claude-code",
                            f"--amb-agents-dir={fake_claude_dir}", "--junitxml=out.xml")
