@@ -319,3 +319,29 @@ def test_an_oversized_body_is_refused_before_it_is_read(gateway):
     resp = conn.getresponse()
     assert resp.status == 413 and "automedbench gateway" in resp.read().decode()
     conn.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/sbin/runuser") or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root, runuser and /usr/bin/python3 to act as the unprivileged cell user")
+def test_an_unprivileged_cell_user_reaches_the_gateway(gateway, mock):
+    """The cell may run as another user: the socket (0666) in its folder (0711) and the forwarder
+    (0644) are usable by `nobody` with the system python, and the folder cannot be listed."""
+    run = open_run(gateway)
+    client = textwrap.dedent("""
+        import json, os, urllib.request
+        req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", method="POST",
+            data=json.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode(),
+            headers={"x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"})
+        print(json.loads(urllib.request.urlopen(req, timeout=60).read())["content"][0]["text"])
+        try:
+            os.listdir(os.path.dirname(os.environ["GW_SOCKET"]))
+            print("LISTED")
+        except PermissionError:
+            print("not listable")
+    """)  # given with -c: the test's own folders are root's
+    env = {"PATH": "/usr/bin:/bin", "AMB_GATEWAY_TOKEN": run.token, "GW_SOCKET": str(gateway.socket_path)}
+    out = subprocess.run(["/usr/sbin/runuser", "-u", "nobody", "--", "/usr/bin/python3", str(gateway.forwarder_path),
+                          "--socket", str(gateway.socket_path), "--", "/usr/bin/python3", "-c", client],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Done.", "not", "listable"] and run.calls[-1].status == 200
