@@ -8,14 +8,17 @@ answered by the mock's `answer_by_request` through the Chat -> Messages translat
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from bridged_helpers import canary_hits, needs_installed
 from conftest import FIXTURES, read_results
 from pytest_automedbench.testing.mock_llm import answer_by_request
 
 CANARY = "sk-ant-CANARY-91e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4"
+DEMO = Path(__file__).resolve().parents[1] / "task_suites" / "demo"
 
 pytestmark = needs_installed("aide")
 
@@ -53,3 +56,32 @@ def test_aide_solves_the_tiny_task_through_the_gateway(tiny_suite, pytester, moc
     assert nodes and nodes[0]["native"]["aide_stage"] == "draft" and "np.digitize" in nodes[0]["code"]
     hits = canary_hits(pytester.path / "reports", CANARY)
     assert hits == []
+
+
+NAIVE = yaml.safe_load((DEMO / "rexmle" / "blob_seg.naive.yaml").read_text())[0]["execute_code"]["code"]
+
+
+def naive_coder(request: dict, api: str) -> dict:
+    if request.get("tools") or request.get("tool_choice"):
+        return answer_by_request(request, api) | {"usage": {"input": 600, "output": 25}}
+    return {"text": "Plan: one global Otsu threshold per image.\n\n```python\n" + NAIVE
+            + "\nprint('Validation metric: 0.86')\n```\n", "usage": {"input": 1500, "output": 300}}
+
+
+def test_aide_on_the_demo_rexmle_challenge(pytester, mock_llm, monkeypatch, tmp_path_factory):
+    """`pytest task_suites/demo -m rexmle --amb-tier=pro --amb-model=aide:claude-sonnet-4-6` against
+    an Anthropic-compatible endpoint (the mock): the run completes, is scored and ranked."""
+    mock_llm.responder = naive_coder
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("AMB_AIDE_STEPS", "1")
+    monkeypatch.setenv("AMB_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    r = pytester.runpytest(str(DEMO), "-p", "no:cacheprovider", "-m", "rexmle", "--amb-tier=pro",
+                           "--amb-model=aide:claude-sonnet-4-6", f"--amb-runs-dir={pytester.path / 'runs'}",
+                           f"--amb-report-dir={pytester.path / 'reports'}")
+    runs = json.loads((pytester.path / "reports" / "amb-results.json").read_text())["runs"]
+    assert len(runs) == 1, r.stdout.str()[-3000:]
+    run = runs[0]
+    assert run["submitted"] is True and run["completion_rate"] == 1.0 and run["task_metrics"]["value"] > 0.5
+    assert run["tokens"]["input"] == sum(u["input"] for u in mock_llm.usage_log)
+    assert canary_hits(pytester.path, CANARY) == []
