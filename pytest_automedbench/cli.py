@@ -18,6 +18,7 @@ SUBCOMMANDS = [
     "pytest_automedbench.cli_capabilities",
     "pytest_automedbench.cli_suites",
     "pytest_automedbench.cli_doctor",
+    "pytest_automedbench.agents.bridged.cli",
 ]
 
 

@@ -37,6 +37,11 @@ OPTIONS = [
     ("progress", "amb_progress", "auto", str,
      "progress of running tests: auto (live on a terminal, lines in a log, off with -q), live, lines or off"),
     ("progress-interval", "amb_progress_interval", "60", float, "seconds between progress lines in a log"),
+    ("agent-models", "amb_agent_models", None, str,
+     "bridged agents: models by role, e.g. chat=claude-sonnet-4-6,small=claude-haiku-4-5,"
+     "embedding=openai:text-embedding-3-small (roles chat, feedback, small, embedding; default: the --amb-model's)"),
+    ("agents-dir", "amb_agents_dir", None, str,
+     "where `automedbench agents install` put the bridged agents (default $AMB_AGENTS_DIR or /var/tmp/automedbench-agents)"),
 ]
 
 
@@ -73,6 +78,22 @@ def check_prices_file(path: str) -> None:
 
 
 
+def check_bridged(model: str, agent_models: str | None) -> None:
+    """A bridged agent's roles must each have a provider in the harness's environment."""
+    from .agents import BRIDGED_KINDS, AgentError
+
+    if model.partition(":")[0] not in BRIDGED_KINDS:
+        if agent_models:
+            raise SettingsError("--amb-agent-models: only bridged agents (claude-code, aide, codex) take models by role")
+        return
+    from .agents.bridged import check_bridged_model
+
+    try:
+        check_bridged_model(model, agent_models)
+    except AgentError as e:
+        raise SettingsError(str(e)) from None
+
+
 def settings_from(config) -> RunSettings:
     """The typed settings of a pytest session (raises SettingsError naming the option)."""
     from .agents.pricing import PriceFileError, load_prices
@@ -105,7 +126,10 @@ def settings_from(config) -> RunSettings:
         prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
     except PriceFileError as e:
         raise SettingsError(f"--amb-prices: {e}") from None
+    bridge = {"agent_models": option("amb_agent_models"), "agents_dir": option("amb_agents_dir")}
+    check_bridged(option("amb_model"), bridge["agent_models"])
     return RunSettings(
+        bridge=bridge,
         model=option("amb_model"),
         runs_dir=_under(base, option("amb_runs_dir")),
         sandbox=option("amb_sandbox"),

@@ -259,6 +259,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
                 "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,
                 "memory_limit": sandbox.memory_limit_mode,
                 "task_file": str(task.path),
+                **getattr(agent, "provenance", dict)(),  # a bridged agent: its models by role
             },
         }
         if error is not None:  # marked errored; the test ends as an ERROR with the fault's message

@@ -122,6 +122,7 @@ class RunSettings:
     price_warning: str | None = None  # set at start for an LLM model without a price
     progress: str = "auto"  # auto, live, lines or off (progress.py)
     progress_interval_s: float = 60.0
+    bridge: dict[str, Any] = field(default_factory=dict)  # bridged agents: agent_models, agents_dir (agents/bridged)
 
     @functools.cached_property
     def price_table(self) -> Mapping[str, "Price"]:
@@ -140,7 +141,7 @@ class RunSettings:
         """Constructor options for the built-in LLM agents."""
         from .agents.accounting import llm_options
 
-        return llm_options(self.retry_delay)
+        return {**llm_options(self.retry_delay), "bridge": {**self.bridge, "prices": self.price_table}}
 
     def tiers_wanted(self, tiers: tuple[str, ...]) -> tuple[str, ...]:
         return tiers if self.tier == "all" else (self.tier,)

@@ -18,8 +18,10 @@ from .settings import RunSettings, SettingsError
 from .suites import did_you_mean
 
 #: The built-in --amb-model kinds and forms (the contract in docs/agents.md).
-AGENT_NAMES = ("reference", "null", "script", "claude", "gpt", "openai", "command")
-AGENT_FORMS = "reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD"
+AGENT_NAMES = ("reference", "null", "script", "claude", "gpt", "openai", "command",
+               "claude-code", "aide", "codex")  # the last three: bridged agents (agents/bridged/)
+AGENT_FORMS = ("reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD, claude-code[:ID], "
+               "aide[:ID], codex[:ID]")
 _GPU_ID = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
 
 

@@ -13,6 +13,8 @@ want_tests=0
 # (the HTML report test), Docker's engine and debootstrap (the docker sandbox tests).
 apt_pkgs="bubblewrap libseccomp2 default-jre-headless"
 [ $want_tests = 1 ] && apt_pkgs="$apt_pkgs chromium docker.io debootstrap"
+# Tests only: npm for the Claude Code CLI (bridged-agent tests), unless a Node.js with npm is there already.
+[ $want_tests = 1 ] && ! command -v npm >/dev/null && apt_pkgs="$apt_pkgs nodejs npm"
 if [ "${AMB_SKIP_APT:-0}" != 1 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     missing=""
     for p in $apt_pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -43,5 +45,13 @@ extra=""
 # installed without its dependencies (which would pull torchvision).
 if [ $want_tests = 1 ]; then
     "$PYTHON" -m pip install -q --no-deps "torchxrayvision>=1.2"
+fi
+# Tests only: the bridged agents CI runs for real (Claude Code and Codex from npm, AIDE from PyPI), built once in
+# the agents folder ($AMB_AGENTS_DIR or /var/tmp/automedbench-agents); one already there is kept.
+if [ $want_tests = 1 ]; then
+    for agent in claude-code aide codex; do
+        "$PYTHON" -m pytest_automedbench.cli agents install "$agent" \
+            || echo "setup: $agent could not be installed; its tests will skip" >&2
+    done
 fi
 echo "setup: done ($("$PYTHON" -c 'import pytest_automedbench as p; print("pytest-automedbench", p.__version__)'))"

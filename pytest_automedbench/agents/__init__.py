@@ -1,7 +1,8 @@
 """Agent backends and the `--amb-model` registry.
 
 Names (a public contract, see docs/agents.md): reference, null, script:PATH, claude,
-claude:<model-id>, gpt, openai:<model-id>, command:<shell command>; anything else is offered
+claude:<model-id>, gpt, openai:<model-id>, command:<shell command>, and the bridged agents
+claude-code[:ID], aide[:ID], codex[:ID] (agents/bridged/, through the LLM gateway); anything else is offered
 to plugins through the `pytest_amb_make_agent` hook.
 """
 from __future__ import annotations
@@ -10,6 +11,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .base import Agent, AgentError, Reply, ToolCall, Usage
+
+#: Third-party agent programs run through the LLM gateway (agents/bridged/).
+BRIDGED_KINDS = ("claude-code", "aide", "codex")
 from .scripted import NullAgent, ScriptAgent, StepFileError
 
 
@@ -20,6 +24,11 @@ class AgentUnavailable(Exception):
 def make_agent(spec: str, task=None, *, plugin_hook: Callable[..., Any] | None = None, **options) -> Agent:
     """Build the agent named by `spec` for `task` (a tasks.LoadedTask)."""
     kind, _, arg = spec.partition(":")
+    bridge = options.pop("bridge", None)  # bridged agents' options (agent models, agents folder, prices)
+    if kind in BRIDGED_KINDS:
+        from .bridged import make_bridged_agent
+
+        return make_bridged_agent(kind, arg, bridge)
     if spec == "null":
         return NullAgent()
     if spec == "reference":
@@ -38,8 +47,8 @@ def make_agent(spec: str, task=None, *, plugin_hook: Callable[..., Any] | None =
         if agent is not None:
             return agent
     raise AgentError(f"unknown agent {spec!r} (built in: reference, null, script:PATH, claude[:ID], "
-                     "gpt, openai:ID, command:CMD; others come from plugins via pytest_amb_make_agent)")
+                     "gpt, openai:ID, command:CMD, claude-code[:ID], aide[:ID], codex[:ID]; others come from plugins via pytest_amb_make_agent)")
 
 
-__all__ = ["Agent", "AgentError", "AgentUnavailable", "NullAgent", "Reply", "ScriptAgent", "StepFileError",
+__all__ = ["Agent", "AgentError", "BRIDGED_KINDS", "AgentUnavailable", "NullAgent", "Reply", "ScriptAgent", "StepFileError",
            "ToolCall", "Usage", "make_agent"]

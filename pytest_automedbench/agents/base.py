@@ -126,6 +126,10 @@ class Agent:
         """Host folders the sandbox must show read-only (an external agent program's own); none here."""
         return []
 
+    def provenance(self) -> dict[str, Any]:
+        """Keys this agent adds to result.json's provenance (a bridged agent: its models by role)."""
+        return {}
+
     def prepare(self) -> None:
         """Load what the first call needs (an SDK, its client) before the run starts; nothing here.
         Best effort: a failure must be left for the first call to raise, as part of the run."""

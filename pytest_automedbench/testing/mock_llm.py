@@ -11,6 +11,18 @@
   ``stop_reason`` ``end_turn`` / ``tool_use`` / ``max_tokens``, ``usage`` with ``input_tokens``,
   ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``).
 
+- ``POST /v1/responses`` -- OpenAI responses (``output`` message / ``function_call`` items, ``usage``
+  with ``input_tokens`` / ``output_tokens`` / ``input_tokens_details.cached_tokens``);
+- ``POST /v1/embeddings`` -- one deterministic vector per input (``usage.prompt_tokens``);
+- ``POST /v1/messages/count_tokens`` -- ``{"input_tokens": N}`` (about 4 characters a token);
+- ``GET /v1/models`` -- the OpenAI list shape, or Anthropic's when the request has ``anthropic-version``.
+
+``"stream": true`` answers chat completions, responses and messages as server-sent events, each
+vendor's own event sequence (OpenAI chunks ending ``data: [DONE]``, with a usage chunk when
+``stream_options.include_usage`` is set; Anthropic ``message_start`` ... ``message_stop``; responses
+``response.created`` ... ``response.completed``). Every answered call's usage (neutral counts) is
+appended to ``server.usage_log`` so a test can compare a meter with what was served, exactly.
+
 Point the SDKs at it with::
 
     OPENAI_BASE_URL=<server.openai_base_url>        # http://127.0.0.1:PORT/v1
@@ -93,7 +105,10 @@ When the script runs out, the server asks ``responder`` (if given), then answers
 (if given), else with a plain text reply ``"Done."`` and no tool call -- which ends an agent run.
 
 ``responder`` is a callable ``(request_json: dict, api: "openai" | "anthropic") -> entry | None``
-for dynamic tests; returning None falls through to ``default``.
+for dynamic tests; returning None falls through to ``default``. `answer_by_request` is a ready
+responder that answers what a request asks for: a request with tools gets a call of its first tool
+only where ``tool_choice`` forces one (else a short text), a request for JSON output
+(``response_format``) gets a JSON object, a request mentioning "title" or "summar" gets one line.
 
 Every request is recorded in ``server.requests`` (thread-safe) as a dict
 ``{"api", "method", "path", "headers" (lower-case names), "json", "entry"}``.
@@ -110,7 +125,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-__all__ = ["MockLLMServer", "ScriptError", "load_script", "validate_entry", "main"]
+__all__ = ["MockLLMServer", "ScriptError", "answer_by_request", "load_script", "validate_entry", "main"]
 
 Entry = dict[str, Any]
 Responder = Callable[[dict[str, Any], str], "Entry | None"]
@@ -372,6 +387,166 @@ def anthropic_reply(entry: Entry, request: dict[str, Any], n: int) -> dict[str, 
     }
 
 
+def responses_reply(entry: Entry, request: dict[str, Any], n: int) -> dict[str, Any]:
+    """The OpenAI Response object for a reply entry (``/v1/responses``)."""
+    usage = _usage_of(entry, request)
+    output: list[dict[str, Any]] = []
+    if entry.get("text"):
+        output.append({"type": "message", "id": f"msg_mock_{n}", "status": "completed", "role": "assistant",
+                       "content": [{"type": "output_text", "text": entry["text"], "annotations": []}]})
+    for i, call in enumerate(entry.get("tool_calls", [])):
+        args = call.get("arguments", {})
+        output.append({"type": "function_call", "id": f"fc_mock_{n}_{i}", "status": "completed",
+                       "call_id": call.get("id") or f"call_mock_{n}_{i}", "name": call["name"],
+                       "arguments": args if isinstance(args, str) else json.dumps(args)})
+    prompt = usage["input"] + usage["cache_read"] + usage["cache_write"]
+    return {
+        "id": f"resp_mock_{n}", "object": "response", "created_at": int(time.time()), "status": "completed",
+        "model": request.get("model", "mock-model"), "output": output,
+        "usage": {"input_tokens": prompt, "output_tokens": usage["output"], "total_tokens": prompt + usage["output"],
+                  "input_tokens_details": {"cached_tokens": usage["cache_read"]},
+                  "output_tokens_details": {"reasoning_tokens": 0}},
+    }
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return (head + "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n").encode("utf-8")
+
+
+def openai_stream(entry: Entry, request: dict[str, Any], n: int) -> list[bytes]:
+    """The chat.completion.chunk events of a reply entry (a usage chunk when asked for)."""
+    whole = openai_reply(entry, request, n)
+    base = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"], "model": whole["model"]}
+    message = whole["choices"][0]["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse(None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    text = message.get("content") or ""
+    for i in range(0, len(text), 16):
+        events.append(chunk({"content": text[i:i + 16]}))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        events.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                             "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        args = call["function"]["arguments"]
+        for j in range(0, len(args), 24):
+            events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 24]}}]}))
+    events.append(chunk({}, whole["choices"][0]["finish_reason"]))
+    if (request.get("stream_options") or {}).get("include_usage"):
+        events.append(_sse(None, {**base, "choices": [], "usage": whole["usage"]}))
+    events.append(_sse(None, "[DONE]"))
+    return events
+
+
+def anthropic_stream(entry: Entry, request: dict[str, Any], n: int) -> list[bytes]:
+    """The Messages streaming events of a reply entry (usage in message_start and message_delta)."""
+    whole = anthropic_reply(entry, request, n)
+    usage = whole["usage"]
+    start = {**whole, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events = [_sse("message_start", {"type": "message_start", "message": start}), _sse("ping", {"type": "ping"})]
+    for i, block in enumerate(whole["content"]):
+        if block["type"] == "text":
+            events.append(_sse("content_block_start", {"type": "content_block_start", "index": i,
+                                                       "content_block": {"type": "text", "text": ""}}))
+            for j in range(0, len(block["text"]), 16):
+                events.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
+                    "type": "text_delta", "text": block["text"][j:j + 16]}}))
+        else:
+            events.append(_sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
+                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}))
+            args = json.dumps(block["input"])
+            for j in range(0, len(args), 24):
+                events.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
+                    "type": "input_json_delta", "partial_json": args[j:j + 24]}}))
+        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(_sse("message_delta", {"type": "message_delta", "delta": {
+        "stop_reason": whole["stop_reason"], "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(_sse("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def responses_stream(entry: Entry, request: dict[str, Any], n: int) -> list[bytes]:
+    """The responses streaming events of a reply entry (usage in response.completed)."""
+    whole = responses_reply(entry, request, n)
+    pending = {**whole, "status": "in_progress", "output": [], "usage": None}
+    events = [_sse("response.created", {"type": "response.created", "sequence_number": 0, "response": pending})]
+    seq = 1
+    for i, item in enumerate(whole["output"]):
+        started = {**item, "status": "in_progress"}
+        if item["type"] == "message":
+            started["content"] = []
+        elif item["type"] == "function_call":
+            started["arguments"] = ""
+        events.append(_sse("response.output_item.added", {"type": "response.output_item.added", "sequence_number": seq,
+                                                          "output_index": i, "item": started}))
+        seq += 1
+        if item["type"] == "message":
+            events.append(_sse("response.content_part.added", {
+                "type": "response.content_part.added", "sequence_number": seq, "item_id": item["id"],
+                "output_index": i, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}))
+            seq += 1
+            text = item["content"][0]["text"]
+            for j in range(0, len(text), 16):
+                events.append(_sse("response.output_text.delta", {
+                    "type": "response.output_text.delta", "sequence_number": seq, "item_id": item["id"],
+                    "output_index": i, "content_index": 0, "delta": text[j:j + 16]}))
+                seq += 1
+        events.append(_sse("response.output_item.done", {"type": "response.output_item.done", "sequence_number": seq,
+                                                         "output_index": i, "item": item}))
+        seq += 1
+    events.append(_sse("response.completed", {"type": "response.completed", "sequence_number": seq, "response": whole}))
+    return events
+
+
+def embedding_reply(request: dict[str, Any], dims: int = 8) -> tuple[dict[str, Any], int]:
+    """A deterministic vector per input (from its hash) and the prompt tokens counted."""
+    import hashlib
+
+    inputs = request.get("input", "")
+    inputs = inputs if isinstance(inputs, list) else [inputs]
+    data, tokens = [], 0
+    for i, text in enumerate(inputs):
+        text = text if isinstance(text, str) else json.dumps(text)
+        tokens += _estimate_tokens(text)
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        data.append({"object": "embedding", "index": i, "embedding": [b / 255.0 for b in digest[:dims]]})
+    return ({"object": "list", "data": data, "model": request.get("model", "mock-embedding"),
+             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, tokens)
+
+
+def answer_by_request(request: dict[str, Any], api: str) -> Entry:
+    """A responder (see the module doc) that answers what the request asks for."""
+    tools = request.get("tools") or []
+    choice = request.get("tool_choice")
+    forced = None
+    if isinstance(choice, dict):
+        forced = choice.get("name") or (choice.get("function") or {}).get("name")
+        if forced is None and choice.get("type") == "any" and tools:
+            forced = tools[0].get("name") or (tools[0].get("function") or {}).get("name")
+    elif choice == "required" and tools:
+        forced = tools[0].get("name") or (tools[0].get("function") or {}).get("name")
+    if forced:
+        schema = next((t.get("input_schema") or t.get("parameters") or (t.get("function") or {}).get("parameters")
+                       for t in tools if forced in (t.get("name"), (t.get("function") or {}).get("name"))), {}) or {}
+        args = {k: _example_value(v) for k, v in (schema.get("properties") or {}).items()}
+        return {"tool_calls": [{"name": forced, "arguments": args}]}
+    fmt = request.get("response_format") or (request.get("text") or {}).get("format") or {}
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or {}
+        return {"text": json.dumps({k: _example_value(v) for k, v in (schema.get("properties") or {}).items()})}
+    asked = json.dumps(request.get("messages") or request.get("input") or "").lower()
+    if "title" in asked or "summar" in asked:
+        return {"text": "Mock summary."}
+    return {"text": DEFAULT_TEXT}
+
+
+def _example_value(schema: Any) -> Any:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return {"boolean": False, "integer": 0, "number": 0.0, "array": [], "object": {}}.get(kind, "mock")
+
+
 def error_body(entry: Entry, api: str, n: int) -> dict[str, Any]:
     """The vendor-shaped error body for a fault entry."""
     status = entry["status"]
@@ -432,6 +607,15 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/", "/health", "/healthz"):
             self._send_json(200, {"status": "ok", "remaining": self.server.owner.remaining})
             return
+        if path.endswith("/models"):
+            ids = ["mock-model", "mock-embedding"]
+            if self.headers.get("anthropic-version"):
+                data = [{"type": "model", "id": i, "display_name": i, "created_at": "2025-01-01T00:00:00Z"} for i in ids]
+                self._send_json(200, {"data": data, "has_more": False, "first_id": ids[0], "last_id": ids[-1]})
+            else:
+                self._send_json(200, {"object": "list", "data": [{"id": i, "object": "model", "created": 0,
+                                                                  "owned_by": "mock"} for i in ids]})
+            return
         self._send_json(404, {"error": {"type": "not_found_error", "message": f"mock LLM: no route GET {path}"}})
 
     def do_POST(self) -> None:  # noqa: N802
@@ -439,11 +623,26 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0]
-        if path.endswith("/chat/completions"):
-            api = OPENAI
-        elif path.endswith("/messages"):
-            api = ANTHROPIC
-        else:
+        kind = next((k for k in ("/chat/completions", "/responses", "/embeddings", "/messages/count_tokens",
+                                 "/messages") if path.endswith(k)), None)
+        api = ANTHROPIC if kind and kind.startswith("/messages") else OPENAI
+        if kind in ("/embeddings", "/messages/count_tokens"):
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = None
+            owner._record(api, "POST", path, self.headers, body, None)
+            if not isinstance(body, dict):
+                self._send_json(400, error_body({"status": 400, "message": "mock LLM: body is not a JSON object"}, api, 0))
+            elif kind == "/embeddings":
+                reply, tokens = embedding_reply(body)
+                owner._log_usage("embeddings", {"input": tokens, "output": 0, "cache_read": 0, "cache_write": 0})
+                self._send_json(200, reply)
+            else:
+                counted = {k: body.get(k) for k in ("system", "messages", "tools")}
+                self._send_json(200, {"input_tokens": _estimate_tokens(counted)})
+            return
+        if kind is None:
             owner._record(None, "POST", path, self.headers, None, None)
             self._send_json(404, {"error": {"type": "not_found_error", "message": f"mock LLM: no route POST {path}"}})
             return
@@ -483,8 +682,21 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["request-id"] = f"req_mock_{n}"
             self._send_json(entry["status"], error_body(entry, api, n), headers)
             return
-        reply = openai_reply(entry, body, n) if api == OPENAI else anthropic_reply(entry, body, n)
-        self._send_json(200, reply)
+        owner._log_usage(kind.strip("/").replace("/", "."), _usage_of(entry, body))
+        build = {"/chat/completions": (openai_reply, openai_stream), "/responses": (responses_reply, responses_stream),
+                 "/messages": (anthropic_reply, anthropic_stream)}[kind]
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            for event in build[1](entry, body, n):
+                self.wfile.write(event)
+                self.wfile.flush()
+            return
+        self._send_json(200, build[0](entry, body, n))
 
 
 class MockLLMServer:
@@ -523,6 +735,7 @@ class MockLLMServer:
         self.port = port
         self.verbose = verbose
         self._requests: list[dict[str, Any]] = []
+        self._usage_log: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._count = 0
         self._httpd: _HTTPServer | None = None
@@ -608,6 +821,17 @@ class MockLLMServer:
         """A snapshot of every request received, oldest first."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def usage_log(self) -> list[dict[str, Any]]:
+        """Usage of every call answered, oldest first: ``{"endpoint", "input", "output", "cache_read",
+        "cache_write"}`` in neutral counts (``input`` uncached), whatever the wire format."""
+        with self._lock:
+            return [dict(u) for u in self._usage_log]
+
+    def _log_usage(self, endpoint: str, usage: dict[str, int]) -> None:
+        with self._lock:
+            self._usage_log.append({"endpoint": endpoint, **usage})
 
     def clear_requests(self) -> None:
         with self._lock:

@@ -1,0 +1,215 @@
+"""Bridged agents: third-party agent programs run unmodified in the sandbox, their model calls
+through the LLM gateway.
+
+An `Adapter` is one small module per agent program (Harbor's installed agents are the model): it
+*declares* how to install the program into the agents folder, lays out the task for it under
+``/workspace/.agent`` (the agent's own config and logs, never scored), names its command and
+environment, and converts its native log into trace events after the run.
+
+`BridgedAgent` is the ``command:`` agent (`command.CommandAgent`: one bash cell, the brief on its
+stdin, submitted = exit 0) with the gateway around it: it opens a run at the gateway (a random
+token, the run's limits: ``--amb-max-turns`` counts LLM calls, ``--amb-max-tokens``,
+``--amb-max-cost``), starts the program under the in-cell forwarder (which exports every base-URL
+variable and the token as every API key, and ends the program's process group when the gateway
+ends the run), revokes the token when the cell ends, and puts the gateway's ``llm_call`` events and
+the converted native events into the trace; tokens and cost come from the llm_call events only.
+"""
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..base import Agent, AgentError, Usage
+from ..command import CommandAgent
+
+AGENT_DIR = ".agent"  # under the workspace: the agent's own config and logs
+
+
+class InstallError(AgentError):
+    """An agent program could not be installed (or is not installed where the run needs it)."""
+
+
+@dataclass
+class Launch:
+    """What an adapter asks the cell to run."""
+
+    command: str  # shell command (bash), run under the forwarder with the brief on stdin
+    env: dict[str, str] = field(default_factory=dict)  # exported before it (values may use $VARS)
+
+
+class Adapter:
+    """One agent program. Subclasses set `name` and override what differs."""
+
+    name = "adapter"
+    default_model: str | None = None
+
+    def __init__(self, model: str | None = None):
+        self.model = model or self.default_model
+
+    # -- install (on the host, once, into the agents folder)
+    def install_dir(self, agents_dir: Path) -> Path:
+        return agents_dir / self.name
+
+    def installed(self, agents_dir: Path) -> bool:
+        raise NotImplementedError
+
+    def install(self, agents_dir: Path) -> Path:
+        raise NotImplementedError
+
+    # -- per run
+    def layout(self, workspace: Path, brief: str) -> None:
+        """Write the agent's own config under workspace/.agent before it starts (nothing by default)."""
+
+    def launch(self, agents_dir: Path, limits: Any) -> Launch:
+        raise NotImplementedError
+
+    def convert(self, workspace: Path) -> list[dict[str, Any]]:
+        """The native log as trace events: dicts with `tool`, `started_s` (None: unknown) and
+        TraceEvent fields (an ``execute_code`` event is a code cell the judge can read)."""
+        return []
+
+    def not_observable(self) -> list[str]:
+        """Stage items the judge cannot observe for this agent (reported, never fabricated)."""
+        return []
+
+
+class NpmAdapter(Adapter):
+    """An agent shipped as an npm package: installed with npm into its folder, run from node_modules/.bin."""
+
+    package = ""
+    bin_name = ""
+    version_env = ""  # a variable that pins the package's version
+
+    def binary(self, agents_dir: Path) -> Path:
+        return self.install_dir(agents_dir) / "node_modules" / ".bin" / self.bin_name
+
+    def installed(self, agents_dir: Path) -> bool:
+        return self.binary(agents_dir).exists()
+
+    def install(self, agents_dir: Path) -> Path:
+        import os
+        import subprocess
+
+        folder = self.install_dir(agents_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        version = os.environ.get(self.version_env) if self.version_env else None
+        spec = f"{self.package}@{version}" if version else self.package
+        try:
+            out = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), spec],
+                                 capture_output=True, text=True, timeout=1800)
+        except FileNotFoundError:
+            raise InstallError(f"{self.name} needs npm (Node.js) to install") from None
+        if out.returncode != 0 or not self.installed(agents_dir):
+            raise InstallError(f"npm install {spec} failed: {out.stderr.strip()[-800:]}")
+        return folder
+
+
+def bridged_cell(socket_path: Path, forwarder: Path, token: str, launch: Launch) -> str:
+    """The cell's shell command: the environment, then the program under the forwarder."""
+    lines = ["set -o pipefail", f"export AMB_GATEWAY_TOKEN={shlex.quote(token)}",
+             'mkdir -p "$AMB_WORKSPACE/.agent"']
+    lines += [f"export {key}={value}" for key, value in launch.env.items()]
+    python = '"$(command -v python3 || echo /usr/bin/python3)"'
+    lines.append(f"exec {python} {shlex.quote(str(forwarder))} --socket {shlex.quote(str(socket_path))} -- "
+                 f"bash -o pipefail -c {shlex.quote(launch.command)}")
+    return "\n".join(lines)
+
+
+def refuse_remote_docker(sandbox) -> None:
+    """A Docker engine on another machine cannot bind the gateway's local socket: refused, with why."""
+    import os
+
+    host = os.environ.get("DOCKER_HOST", "")
+    if "docker" in str(getattr(sandbox, "name", "")) and host and not host.startswith("unix://"):
+        raise AgentError(f"bridged agents need the gateway's unix socket inside the container, and DOCKER_HOST={host} "
+                         "is not a local engine: use a local Docker engine or --amb-sandbox=local")
+
+
+class BridgedAgent(CommandAgent):
+    """``--amb-model=<adapter>[:MODEL]``: see the module doc."""
+
+    bridged = True
+
+    def __init__(self, adapter: Adapter, routes: Mapping[str, Any], agents_dir: Path,
+                 prices: Mapping[str, Any] | None = None, gateway=None):
+        super().__init__(command="")
+        self.adapter, self.routes, self.agents_dir = adapter, dict(routes), Path(agents_dir)
+        self.name = adapter.name + (f":{adapter.model}" if adapter.model else "")
+        self.model_id = self.routes["chat"].model
+        self.prices = prices
+        self._gateway = gateway
+
+    @property
+    def gateway(self):
+        if self._gateway is None:
+            from ...gateway import shared_gateway
+
+            self._gateway = shared_gateway()
+        return self._gateway
+
+    def provenance(self) -> dict[str, Any]:
+        """What the runner adds to result.json's provenance: the bridge and the models by role."""
+        return {"bridged": self.adapter.name,
+                "agent_models": {role: f"{r.wire}:{r.model}" for role, r in self.routes.items()},
+                "not_observable": self.adapter.not_observable()}
+
+    def program_folders(self) -> list[Path]:
+        return [self.gateway.folder, self.adapter.install_dir(self.agents_dir)]
+
+    def prepare(self) -> None:
+        if not self.adapter.installed(self.agents_dir):
+            raise InstallError(f"{self.adapter.name} is not installed in {self.agents_dir}; run "
+                               f"`automedbench agents install {self.adapter.name} --agents-dir {self.agents_dir}`")
+
+    def _cost_fn(self):
+        from ..pricing import cost_usd
+
+        def cost(model: str, usage: dict) -> float | None:
+            value = cost_usd(model, usage, self.prices)
+            return None if value is None else round(value, 10)
+        return cost
+
+    def run(self, ctx) -> None:
+        from ...gateway import RunLimits
+
+        self.prepare()
+        refuse_remote_docker(ctx.sandbox)
+        lim = ctx.limits
+        workspace = ctx.output_dir.parent
+        gw = self.gateway
+        binding = gw.open_run(workspace.name, self.routes, RunLimits(max_calls=lim.max_turns, max_tokens=lim.max_tokens,
+                                                                     max_cost_usd=lim.max_cost_usd),
+                              cost_fn=self._cost_fn())
+        offset = binding.opened - ctx.started
+        opened_wall = time.time()
+        (workspace / AGENT_DIR).mkdir(exist_ok=True)
+        self.adapter.layout(workspace, ctx.brief)
+        launch = self.adapter.launch(self.agents_dir, lim)
+        # the deadline, told to the program with a margin (the runner's cell timeout is the hard one)
+        left = lim.time_limit_s - (self.clock() - ctx.started)
+        launch.env.setdefault("TIME_LIMIT_SECS", str(max(30, int(left - max(30.0, 0.05 * left)))))
+        self.command = bridged_cell(gw.socket_path, gw.forwarder_path, binding.token, launch)
+        try:
+            super().run(ctx)
+        finally:
+            gw.close_run(binding)
+            self._account(ctx.record, binding, offset, opened_wall, workspace)
+
+    def _account(self, record, binding, offset: float, opened_wall: float, workspace: Path) -> None:
+        from .events import merge_events
+
+        totals = binding.totals()
+        record.usage = Usage(**totals["usage"])
+        record.api_calls = totals["calls"]
+        record.cost_usd = totals["cost_usd"]
+        if binding.limit_hit:  # the gateway refused a call and ended the program: scored on what it wrote
+            record.limit_hit = record.limit_hit or binding.limit_hit
+            record.ended_by = "limit"
+        try:
+            native = self.adapter.convert(workspace)
+        except Exception as exc:  # noqa: BLE001 - an unreadable native log is the agent's, not a harness fault
+            native = [{"tool": "agent_log", "started_s": None, "stderr": f"native log not read: {exc}"[:500]}]
+        merge_events(record, binding.calls, native, offset, opened_wall)

@@ -1,0 +1,93 @@
+"""``codex[:MODEL]``: OpenAI's Codex CLI (npm ``@openai/codex``).
+
+- Install: ``npm install --prefix <agents>/codex @openai/codex``.
+- Launch: ``codex exec --skip-git-repo-check --color never --dangerously-bypass-approvals-and-sandbox
+  --model amb-chat <brief>`` with ``CODEX_HOME=/workspace/.agent/codex`` holding a config.toml
+  whose provider is the gateway (``wire_api = "responses"``: Codex dropped chat for custom
+  providers, so the chat role must be an OpenAI-compatible provider that serves /v1/responses).
+- Trace: its rollout JSONL (``$CODEX_HOME/sessions/**/rollout-*.jsonl``): each ``function_call``
+  for a shell command (``exec_command``) with its output is an ``execute_code`` event.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .base import Launch, NpmAdapter
+
+PACKAGE = "@openai/codex"
+CONFIG = """model = "amb-chat"
+model_provider = "amb"
+[model_providers.amb]
+name = "automedbench gateway"
+base_url = "{base}/v1"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+stream_idle_timeout_ms = 3600000
+"""
+
+
+class Codex(NpmAdapter):
+    name = "codex"
+    default_model = "gpt-4o"
+    package, bin_name, version_env = PACKAGE, "codex", "AMB_CODEX_VERSION"
+
+    def launch(self, agents_dir: Path, limits: Any) -> Launch:
+        config = CONFIG.replace("{base}", "$AMB_GATEWAY_URL")  # expanded by the heredoc in the cell
+        command = (f'mkdir -p "$CODEX_HOME" && cat > "$CODEX_HOME/config.toml" <<AMB_EOF\n{config}AMB_EOF\n'
+                   f'{self.binary(agents_dir)} exec --skip-git-repo-check --color never '
+                   f'--dangerously-bypass-approvals-and-sandbox --model amb-chat "$(cat)"')
+        return Launch(command, {"CODEX_HOME": '"$AMB_WORKSPACE/.agent/codex"'})
+
+    def convert(self, workspace: Path) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for path in sorted((workspace / ".agent" / "codex" / "sessions").rglob("rollout-*.jsonl")):
+            events += rollout_events(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        return events
+
+
+def _epoch(stamp: Any) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(stamp)).timestamp()
+    except ValueError:
+        return None
+
+
+def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
+    """Codex's rollout JSONL as events: exec_command/shell calls (with their output) as
+    ``execute_code``, the assistant's messages as ``agent_text``; placed by their timestamps."""
+    events: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        payload = item.get("payload") if isinstance(item, dict) else None
+        if not isinstance(payload, dict):
+            continue
+        if payload.get("type") == "function_call":
+            try:
+                args = json.loads(payload.get("arguments") or "{}")
+            except ValueError:
+                args = {}
+            command = (args.get("cmd") or args.get("command")) if isinstance(args, dict) else None
+            code = " ".join(command) if isinstance(command, list) else str(command or payload.get("arguments"))
+            event = {"tool": "execute_code", "started_s": None, "wall_s": _epoch(item.get("timestamp")),
+                     "language": "bash", "code": code[:20000], "name": payload.get("name")}
+            calls[str(payload.get("call_id"))] = event
+            events.append(event)
+        elif payload.get("type") == "function_call_output":
+            event = calls.get(str(payload.get("call_id")))
+            if event is not None:
+                out = payload.get("output")
+                event["stdout"] = (out if isinstance(out, str) else json.dumps(out))[-20000:]
+        elif payload.get("type") == "message" and payload.get("role") == "assistant":
+            text = "".join(c.get("text", "") for c in payload.get("content") or [] if isinstance(c, dict))
+            if text:
+                events.append({"tool": "agent_text", "started_s": None, "wall_s": _epoch(item.get("timestamp")),
+                               "stdout": text[:20000]})
+    return events

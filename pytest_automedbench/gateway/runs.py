@@ -1,0 +1,126 @@
+"""What the gateway keeps per run: its token, its model routes, its limits and its metered calls.
+
+A run is opened with `Gateway.open_run` and gets a random token (the agent's only "API key");
+closing it revokes the token. Each call is admitted against the run's limits first: the number of
+calls (``--amb-max-turns`` for bridged agents), the tokens (``--amb-max-tokens``) and the cost
+(``--amb-max-cost``) so far. A refused call ends the run (`ended` is set, with the limit's name):
+the forwarder in the cell then ends the agent's process group.
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping
+
+from .providers import Route
+
+CostFn = Callable[[str, dict], "float | None"]
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+
+@dataclass
+class LLMCall:
+    """One call through the gateway: an ``llm_call`` event of the run's trace."""
+
+    started_s: float  # seconds since the run was opened at the gateway
+    endpoint: str  # chat.completions | responses | embeddings | messages | messages.count_tokens
+    wire: str  # the agent's wire format
+    provider: str | None  # the provider's wire format (None: answered by the gateway)
+    model_asked: str | None
+    model_served: str | None
+    role: str | None
+    status: int
+    stream: bool = False
+    translated: bool = False
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    estimated: bool = False  # counts estimated by the gateway, not reported by the provider
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    first_token_s: float | None = None
+    dropped_reasoning: int = 0
+    error: str | None = None
+    counted: bool = True  # False for calls that are not model calls (count_tokens, refused calls)
+
+    def as_event(self) -> dict[str, Any]:
+        return {"tool": "llm_call", **asdict(self)}
+
+    def tokens(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+
+@dataclass
+class RunBinding:
+    run_id: str
+    routes: Mapping[str, Route]
+    limits: RunLimits
+    cost_fn: CostFn
+    token: str = field(default_factory=lambda: "amb-run-" + secrets.token_urlsafe(24), repr=False)
+    opened: float = field(default_factory=time.monotonic)
+    calls: list[LLMCall] = field(default_factory=list)
+    limit_hit: str | None = None
+    revoked: bool = False
+    _admitted: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    ended: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def admit(self) -> str | None:
+        """None when the call may go; else the limit it would exceed (the run then ends)."""
+        with self._lock:
+            reason = self._over()
+            if reason is None:
+                self._admitted += 1
+                return None
+        self.end(reason)
+        return reason
+
+    def _over(self) -> str | None:
+        lim = self.limits
+        if lim.max_calls is not None and self._admitted >= lim.max_calls:
+            return "max_turns"
+        done = [c for c in self.calls if c.counted]
+        if lim.max_tokens is not None and sum(c.tokens() for c in done) >= lim.max_tokens:
+            return "max_tokens"
+        if lim.max_cost_usd is not None:
+            cost = sum(c.cost_usd or 0.0 for c in done)
+            if cost >= lim.max_cost_usd:
+                return "max_cost"
+        return None
+
+    def record(self, call: LLMCall) -> None:
+        if call.counted and call.tokens():
+            call.cost_usd = self.cost_fn(call.model_served or "", {
+                "input": call.input, "output": call.output, "cache_read": call.cache_read,
+                "cache_write": call.cache_write})
+        elif call.counted:
+            call.cost_usd = 0.0
+        with self._lock:
+            self.calls.append(call)
+
+    def end(self, reason: str) -> None:
+        with self._lock:
+            if self.limit_hit is None:
+                self.limit_hit = reason
+        self.ended.set()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.opened
+
+    def totals(self) -> dict[str, Any]:
+        """Usage summed over the metered calls; cost None when a call with tokens had no price."""
+        with self._lock:
+            done = [c for c in self.calls if c.counted]
+        usage = {k: sum(getattr(c, k) for c in done) for k in ("input", "output", "cache_read", "cache_write")}
+        costs = [c.cost_usd for c in done]
+        return {"usage": usage, "calls": len(done), "estimated": any(c.estimated for c in done),
+                "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 10)}

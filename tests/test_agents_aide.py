@@ -1,0 +1,87 @@
+"""The real AIDE (aideml 0.2.2) in the sandbox, through the gateway, against the mock LLM.
+
+Needs `automedbench agents install aide` (scripts/setup.sh --test does it); skipped with the
+reason where it is not installed. One AIDE step: its code model (``amb-chat``) gets a plan and a
+program that solves the tiny task, its review call (function calling, ``amb-feedback``) is
+answered by the mock's `answer_by_request` through the Chat -> Messages translation.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bridged_helpers import canary_hits, needs_installed
+from conftest import FIXTURES, read_results
+from pytest_automedbench.testing.mock_llm import answer_by_request
+
+CANARY = "sk-ant-CANARY-91e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4"
+DEMO = Path(__file__).resolve().parents[1] / "task_suites" / "demo"
+
+pytestmark = needs_installed("aide")
+
+PROGRAM = (FIXTURES / "agents" / "threshold_agent.py").read_text().replace(
+    "brief = sys.stdin.read()", "brief = (Path(os.environ['AMB_WORKSPACE']) / 'TASK.md').read_text()")
+PROGRAM += "\nprint('Validation metric: 1.0')\n"
+
+
+def coder(request: dict, api: str) -> dict:
+    if request.get("tools") or request.get("tool_choice"):
+        return answer_by_request(request, api) | {"usage": {"input": 700, "output": 30}}
+    asked = json.dumps(request.get("messages"))
+    if "report" in asked.lower() and "technical" in asked.lower():
+        return {"text": "# Report\nThresholds.", "usage": {"input": 800, "output": 10}}
+    return {"text": "Plan: threshold each image into three labels.\n\n```python\n" + PROGRAM + "\n```\n",
+            "usage": {"input": 2000, "output": 400, "cache_read": 100}}
+
+
+def test_aide_solves_the_tiny_task_through_the_gateway(tiny_suite, pytester, mock_llm, monkeypatch):
+    mock_llm.responder = coder
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("AMB_AIDE_STEPS", "1")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=aide:claude-sonnet-4-6")
+    (folder,) = sorted((pytester.path / "reports" / "runs").iterdir())
+    trace = [json.loads(line) for line in (folder / "trace.jsonl").read_text().splitlines()]
+    r.assert_outcomes(passed=1)
+    run = read_results(pytester)["runs"][0]
+    assert run["submitted"] is True and run["task_metrics"]["value"] > 0.95
+    metered = [e for e in trace if e["tool"] == "llm_call" and e["counted"]]
+    assert sorted((e["input"], e["output"], e["cache_read"]) for e in metered) == \
+        sorted((u["input"], u["output"], u["cache_read"]) for u in mock_llm.usage_log)
+    assert {e["role"] for e in metered} >= {"chat", "feedback"} and all(e["translated"] for e in metered)
+    nodes = [e for e in trace if (e.get("native") or {}).get("aide_stage")]
+    assert nodes and nodes[0]["native"]["aide_stage"] == "draft" and "np.digitize" in nodes[0]["code"]
+    hits = canary_hits(pytester.path / "reports", CANARY)
+    assert hits == []
+
+
+NAIVE = yaml.safe_load((DEMO / "rexmle" / "blob_seg.naive.yaml").read_text())[0]["execute_code"]["code"]
+
+
+def naive_coder(request: dict, api: str) -> dict:
+    if request.get("tools") or request.get("tool_choice"):
+        return answer_by_request(request, api) | {"usage": {"input": 600, "output": 25}}
+    return {"text": "Plan: one global Otsu threshold per image.\n\n```python\n" + NAIVE
+            + "\nprint('Validation metric: 0.86')\n```\n", "usage": {"input": 1500, "output": 300}}
+
+
+def test_aide_on_the_demo_rexmle_challenge(pytester, mock_llm, monkeypatch, tmp_path_factory):
+    """`pytest task_suites/demo -m rexmle --amb-tier=pro --amb-model=aide:claude-sonnet-4-6` against
+    an Anthropic-compatible endpoint (the mock): the run completes, is scored and ranked."""
+    mock_llm.responder = naive_coder
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("AMB_AIDE_STEPS", "1")
+    monkeypatch.setenv("AMB_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    r = pytester.runpytest(str(DEMO), "-p", "no:cacheprovider", "-m", "rexmle", "--amb-tier=pro",
+                           "--amb-model=aide:claude-sonnet-4-6", f"--amb-runs-dir={pytester.path / 'runs'}",
+                           f"--amb-report-dir={pytester.path / 'reports'}")
+    runs = json.loads((pytester.path / "reports" / "amb-results.json").read_text())["runs"]
+    assert len(runs) == 1, r.stdout.str()[-3000:]
+    run = runs[0]
+    assert run["submitted"] is True and run["completion_rate"] == 1.0 and run["task_metrics"]["value"] > 0.5
+    assert run["tokens"]["input"] == sum(u["input"] for u in mock_llm.usage_log)
+    assert canary_hits(pytester.path, CANARY) == []

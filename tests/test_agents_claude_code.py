@@ -1,0 +1,74 @@
+"""The real Claude Code CLI in the sandbox, through the gateway, against the mock LLM.
+
+Needs `automedbench agents install claude-code` (scripts/setup.sh --test does it); skipped with
+the reason where it is not installed. The mock answers by what each request asks: Claude Code's
+main conversation (it offers the Bash tool) gets one Bash call that solves the tiny task, then a
+final text; anything else (its Haiku-tier side calls) a short text.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bridged_helpers import canary_hits, needs_installed, solve_command
+from conftest import read_results
+
+CANARY = "sk-ant-CANARY-3c2b1a09f8e7d6c5b4a3928170f6e5d4"
+
+pytestmark = needs_installed("claude-code")
+
+SOLVE = solve_command()
+
+
+def solver(request: dict, api: str) -> dict:
+    tools = [t.get("name") for t in request.get("tools") or []]
+    if "Bash" in tools:
+        if "tool_result" not in json.dumps(request.get("messages")):
+            return {"tool_calls": [{"name": "Bash", "arguments": {"command": SOLVE, "description": "solve"}}],
+                    "usage": {"input": 4000, "output": 120, "cache_read": 1000, "cache_write": 200}}
+        return {"text": "Done: the outputs are written.", "usage": {"input": 4500, "output": 12, "cache_read": 3000}}
+    return {"text": "Tiny segmentation", "usage": {"input": 90, "output": 4}}
+
+
+@pytest.fixture
+def mock(mock_llm, monkeypatch):
+    mock_llm.responder = solver
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return mock_llm
+
+
+def trace_of(pytester) -> tuple[dict, list[dict]]:
+    (folder,) = sorted((pytester.path / "reports" / "runs").iterdir())
+    trace = [json.loads(line) for line in (folder / "trace.jsonl").read_text().splitlines()]
+    return folder, trace
+
+
+def test_claude_code_solves_the_tiny_task_through_the_gateway(tiny_suite, pytester, mock):
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=claude-code",
+                           "--amb-agent-models=small=claude-haiku-4-5", "--junitxml=out.xml")
+    r.assert_outcomes(passed=1)
+    run = read_results(pytester)["runs"][0]
+    assert run["submitted"] is True and run["task_metrics"]["value"] > 0.95
+    folder, trace = trace_of(pytester)
+    metered = [e for e in trace if e["tool"] == "llm_call" and e["counted"]]
+    served = [u for u in mock.usage_log]
+    assert sorted((e["input"], e["output"], e["cache_read"], e["cache_write"]) for e in metered) == \
+        sorted((u["input"], u["output"], u["cache_read"], u["cache_write"]) for u in served)
+    assert run["tokens"] == {k: sum(u[k] for u in served) for k in ("input", "output", "cache_read", "cache_write")}
+    assert {e["model_served"] for e in metered if e["role"] == "chat"} == {"claude-sonnet-4-6"}
+    bash = [e for e in trace if e["tool"] == "execute_code" and (e.get("native") or {}).get("name") == "Bash"]
+    assert bash and "wrote 3 outputs" in bash[0]["stdout"]
+    hits = canary_hits(pytester.path / "reports", CANARY)
+    assert hits == [] and CANARY not in (pytester.path / "out.xml").read_text()
+    assert all(CANARY not in json.dumps(req["json"]) for req in mock.requests)
+
+
+def test_claude_code_is_ended_by_a_gateway_limit(tiny_suite, pytester, mock):
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=claude-code", "--amb-max-tokens=3000")
+    r.assert_outcomes(failed=1)
+    run = read_results(pytester)["runs"][0]
+    assert run["failure_mode"] == "max_tokens" and run["ended_by"] == "limit"
+    _, trace = trace_of(pytester)
+    assert any(e["tool"] == "llm_call" and e["status"] == 400 and "max_tokens" in (e["error"] or "") for e in trace)
