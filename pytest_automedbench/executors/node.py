@@ -1,0 +1,71 @@
+"""The process a cluster executor starts on a node for one run:
+
+    python -m pytest_automedbench.executors.node SPEC.pickle OUTCOME.json
+
+SPEC.pickle holds {"spec": RunSpec, "session": controller session id, "runs_dir": where the run is
+made, "gpus": this node's GPU ids for the run, "node": provenance}. The run is `runner.execute_on_node`
+(the runner unchanged); OUTCOME.json says how it ended: {"result": ...} or {"error": message, "kind":
+"skip" | "error" | "interrupted", "saved": errored result or null, "saved_path": where}.
+
+The process is its own process group (the executor interrupts or kills the group: the sandbox's cells
+go with it), and it ends itself with its group when its parent (Ray's worker, Slurm's step) is gone:
+a lost node must not leave a run writing into a shared runs dir behind the rerun's back.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def _die_with_parent(parent: int) -> None:
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="amb-die-with-parent", daemon=True).start()
+
+
+def run(spec_file: Path, outcome_file: Path) -> int:
+    from ..data import DataNotPrepared
+    from ..agents import AgentUnavailable
+    from ..files import atomic_write
+    from ..runner import execute_on_node
+    from .base import node_settings
+
+    job = pickle.loads(spec_file.read_bytes())
+    spec = job["spec"]
+    options = spec.settings.sandbox_options
+    options.gpus = list(job["gpus"])  # this node's ids for the run (sandbox/gpus.py hands them to cells)
+    settings = node_settings(spec.settings, runs_dir=Path(job["runs_dir"]), sandbox_options=options,
+                             data_dir=Path(job.get("data_dir") or spec.settings.data_dir))
+    outcome: dict
+    try:
+        result = execute_on_node(spec.task_path, spec.tier, spec.repeat, settings, job["session"], job["node"])
+        outcome = {"result": result}
+    except (DataNotPrepared, AgentUnavailable) as e:
+        outcome = {"error": str(e), "kind": "skip", "saved": None}
+    except BaseException as e:  # noqa: BLE001 - reported to the controller, which raises it there
+        saved = getattr(e, "amb_saved", None)
+        kind = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
+        outcome = {"error": str(e) or type(e).__name__, "kind": kind, "type": type(e).__name__,
+                   "saved": saved[0] if saved else None, "saved_path": str(saved[1]) if saved else None}
+    atomic_write(outcome_file, json.dumps(outcome, default=str))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    _die_with_parent(int(os.environ.get("AMB_NODE_PARENT") or os.getppid()))
+    return run(Path(argv[0]), Path(argv[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
