@@ -40,7 +40,7 @@ def sleeper(seconds: float) -> dict:
         f"time.sleep({seconds})\n")}}
 
 
-class TestCluster:
+class RayTestCluster:
     """Ray's `cluster_utils.Cluster` on this machine: a head without CPUs and two 2-CPU, 2-GPU nodes."""
 
     def __init__(self):
@@ -103,7 +103,7 @@ def session_cmd(root: Path, *args: str) -> list[str]:
             *args]
 
 
-def ray_args(cluster: TestCluster, *more: str) -> list[str]:
+def ray_args(cluster: RayTestCluster, *more: str) -> list[str]:
     return ["--amb-executor=ray", f"--amb-ray-address={cluster.address}", *more]
 
 
