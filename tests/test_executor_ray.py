@@ -20,12 +20,44 @@ from executor_cluster import (SOLVE, WRITE_GPUS, RayTestCluster, ray_args, resul
 pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
 
 
-def hold_step(hold: Path) -> dict:
-    """A cell that records its pid in the workspace, then waits while `hold` exists."""
+def hold_step(tag: int) -> dict:
+    """A cell that starts `sleep 86399.<tag>` (found on the host by that name), writes a token to the
+    workspace's token.txt and waits while the workspace's `hold` file exists (the test deletes it)."""
     return {"execute_code": {"language": "python", "code": (
-        "import os, time\n"
-        "open(os.path.join(os.environ['AMB_WORKSPACE'], 'pid.txt'), 'w').write(str(os.getpid()))\n"
-        f"while os.path.exists({str(hold)!r}):\n    time.sleep(0.2)\n")}}
+        "import os, subprocess, time, uuid\n"
+        "ws = os.environ['AMB_WORKSPACE']\n"
+        "open(os.path.join(ws, 'hold'), 'w').close()\n"
+        f"child = subprocess.Popen(['sleep', '86399.{tag}'])\n"
+        "open(os.path.join(ws, 'token.txt'), 'w').write(uuid.uuid4().hex)\n"
+        "while os.path.exists(os.path.join(ws, 'hold')):\n    time.sleep(0.2)\n"
+        "child.kill()\n")}}
+
+
+def held(root: Path) -> dict[str, str]:
+    """run id -> the token of its held cell, for runs still in a staging box."""
+    out = {}
+    for f in (root / "runs" / ".staging").glob("*/*/workspace/token.txt"):
+        if f.read_text().strip() and (f.parent / "hold").exists():
+            out[f.parts[-3]] = f.read_text().strip()
+    return out
+
+
+def release(root: Path) -> None:
+    for f in (root / "runs" / ".staging").glob("*/*/workspace/hold"):
+        f.unlink()
+
+
+def sleepers(tag: int) -> list[int]:
+    """Host pids of the held cells' `sleep 86399.<tag>` processes."""
+    want = f"sleep\0{86399}.{tag}\0".encode()
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == want and alive(int(proc.name)):
+                out.append(int(proc.name))
+        except OSError:
+            pass
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +65,6 @@ def cluster():
     c = RayTestCluster()
     yield c
     c.shutdown()
-
-
-def staged_pids(root: Path) -> dict[str, int]:
-    """run id -> the pid its held cell wrote, for runs still in a staging box."""
-    out = {}
-    for f in (root / "runs" / ".staging").glob("*/*/workspace/pid.txt"):
-        text = f.read_text().strip()
-        if text:
-            out[f.parts[-3]] = int(text)
-    return out
 
 
 def alive(pid: int) -> bool:
@@ -114,63 +136,66 @@ def test_runs_no_node_can_take_are_refused_at_start(cluster, tmp_path):
 
 
 def test_ctrl_c_cancels_runs_and_their_sandboxes_are_gone(cluster, tmp_path):
-    hold = tmp_path / "hold"
-    hold.write_text("")
-    write_suite(tmp_path, {"held": [hold_step(hold)]})
+    tag = 101
+    write_suite(tmp_path, {"held": [hold_step(tag)]})
     proc = start(tmp_path, *ray_args(cluster), "--amb-repeats=2", "--amb-cancel-grace=20")
     try:
-        pids = wait_for(lambda: (lambda s: s if len(s) == 2 else None)(staged_pids(tmp_path)), 150, "two held cells")
-        assert all(alive(pid) for pid in pids.values())
+        tokens = wait_for(lambda: (lambda h: h if len(h) == 2 else None)(held(tmp_path)), 150, "two held cells")
+        assert len(sleepers(tag)) == 2
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 2, out[-3000:]  # pytest's "interrupted"
-    wait_for(lambda: not any(alive(pid) for pid in pids.values()), 30, "the cells to be gone")
-    for rid in pids:  # each saved itself as interrupted (errored, never a score)
+    wait_for(lambda: not sleepers(tag), 30, "the sandboxes' processes to be gone")
+    for rid in tokens:  # each saved itself as interrupted (errored, never a score)
+        assert (tmp_path / "runs" / rid / "result.json").exists(), out[-5000:]
         r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
         assert r["errored"] and r["failure_mode"] == "interrupted"
-    assert not list((tmp_path / "runs" / ".staging").glob("*/*")) if (tmp_path / "runs" / ".staging").exists() else True
+    assert not list((tmp_path / "runs").glob(".staging/*/*"))
     assert not amb_actors_left(cluster)
 
 
 def test_node_loss_is_an_infra_error_retried_on_purpose_then_resume_reruns(cluster, tmp_path):
+    tag = 202
     a = cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1})
     b = cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1})
-    hold = tmp_path / "hold"
-    hold.write_text("")
-    write_suite(tmp_path, {"lossy": [hold_step(hold), SOLVE]}, resources={"gpus": 1, "gpu_kind": "a100"})
+    extra = []
+    write_suite(tmp_path, {"lossy": [hold_step(tag), SOLVE]}, resources={"gpus": 1, "gpu_kind": "a100"})
     rid = "lossy__lite__reference__r1"
     try:
         # no retries: the run lost with its node is an errored run (infra_error), the test an ERROR
         proc = start(tmp_path, *ray_args(cluster), "--amb-infra-retries=0")
-        first = wait_for(lambda: staged_pids(tmp_path).get(rid), 150, "the held cell")
-        victim = next(n for n in (a, b) if _node_of_pid(n, first))
+        wait_for(lambda: held(tmp_path).get(rid), 150, "the held cell")
+        (sleeper,) = sleepers(tag)
+        victim = next(n for n in (a, b) if _node_of_pid(n, sleeper))
         cluster.remove_node(victim)
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 1, out[-3000:]
         assert "lost its Ray worker or node" in out
         r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
         assert r["errored"] and r["failure_mode"] == "infra_error"
-        assert not alive(first)  # the lost node's run did not go on writing behind the rerun's back
+        wait_for(lambda: not sleepers(tag), 30, "the lost node's run to be gone")
         # --amb-resume reruns only the errored run; with one retry allowed a second loss is survived
         survivor = b if victim is a else a
-        c = cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1})
+        extra.append(cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1}))
         proc = start(tmp_path, *ray_args(cluster), "--amb-resume", "--amb-infra-retries=1")
-        second = wait_for(lambda: staged_pids(tmp_path).get(rid), 150, "the rerun's held cell")
-        victim2 = next(n for n in (survivor, c) if _node_of_pid(n, second))
+        second = wait_for(lambda: held(tmp_path).get(rid), 150, "the rerun's held cell")
+        (sleeper,) = sleepers(tag)
+        victim2 = next(n for n in (survivor, extra[0]) if _node_of_pid(n, sleeper))
         cluster.remove_node(victim2)
-        third = wait_for(lambda: (lambda p: p if p and p != second else None)(staged_pids(tmp_path).get(rid)),
-                         150, "the retry's held cell")
-        assert third != second
-        hold.unlink()
+        wait_for(lambda: (lambda t: t if t and t != second else None)(held(tmp_path).get(rid)), 150,
+                 "the retry's held cell")
+        release(tmp_path)
         out, _ = proc.communicate(timeout=150)
         assert proc.returncode == 0, out[-3000:]
         r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
         assert not r.get("errored") and r["provenance"]["node"]["attempt"] == 1 and r["task_score"] == 1.0
     finally:
-        for n in (a, b, *([c] if "c" in locals() else [])):
+        if "proc" in locals() and proc.poll() is None:
+            proc.kill()
+        for n in (a, b, *extra):
             if n in cluster.nodes:
                 cluster.remove_node(n)
 
@@ -189,32 +214,31 @@ def _node_of_pid(node, pid: int) -> bool:
 
 
 def test_a_resumed_controller_reattaches_to_runs_in_flight(cluster, tmp_path):
-    hold = tmp_path / "hold"
-    hold.write_text("")
-    write_suite(tmp_path, {"long": [hold_step(hold), SOLVE]})
+    tag = 303
+    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]})
     rid = "long__lite__reference__r1"
     proc = start(tmp_path, *ray_args(cluster))
     try:
-        pid = wait_for(lambda: staged_pids(tmp_path).get(rid), 150, "the held cell")
+        token = wait_for(lambda: held(tmp_path).get(rid), 150, "the held cell")
     finally:
         proc.kill()  # the controller dies without a word (SIGKILL)
         proc.communicate(timeout=60)
     time.sleep(3)  # a run fate-shared with its driver would be gone by now
-    assert alive(pid), "the detached run died with its controller"
+    assert sleepers(tag), "the detached run died with its controller"
     proc = start(tmp_path, *ray_args(cluster), "--amb-resume")
     try:
         # the new session's start (its lease, recovery, the janitor) leaves the live run alone
         wait_for(lambda: f'"pid": {proc.pid}' in (tmp_path / "runs" / ".amb-lease.json").read_text()
                  if (tmp_path / "runs" / ".amb-lease.json").exists() else False, 60, "the new session's lease")
-        time.sleep(2)
-        assert alive(pid) and staged_pids(tmp_path).get(rid) == pid
-        hold.unlink()
+        time.sleep(3)
+        assert sleepers(tag) and held(tmp_path).get(rid) == token
+        release(tmp_path)
         out, _ = proc.communicate(timeout=150)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out[-3000:]
-    assert (tmp_path / "runs" / rid / "workspace" / "pid.txt").read_text().strip() == str(pid)  # not rerun
+    assert (tmp_path / "runs" / rid / "workspace" / "token.txt").read_text().strip() == token  # not rerun
     assert not amb_actors_left(cluster)
 
 

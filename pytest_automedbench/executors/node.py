@@ -63,6 +63,10 @@ def run(spec_file: Path, outcome_file: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # Ray's worker threads block or ignore SIGINT, and both survive exec: the soft cancel (SIGINT to
+    # this group) must reach the runner as KeyboardInterrupt, as Ctrl-C does locally.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _die_with_parent(int(os.environ.get("AMB_NODE_PARENT") or os.getppid()))
     return run(Path(argv[0]), Path(argv[1]))
 

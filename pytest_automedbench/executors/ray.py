@@ -349,7 +349,7 @@ class RayExecutor:
                     try:
                         if ray.get(actor.poll.remote(1.0, self.archive_cap), timeout=60)["state"] == "done":
                             break
-                    except Exception:  # noqa: BLE001
+                    except Exception:  # noqa: BLE001 - its node is gone: nothing left to wait for
                         break
             for rid, _ in pending:
                 self._forget(rid)

@@ -126,5 +126,5 @@ class RunActor:
 
     def cleanup(self) -> None:
         self.signal("SIGKILL")
-        if self.scratch is not None and self.shared:
+        if self.scratch is not None and self.shared and not os.environ.get("AMB_KEEP_NODE_SCRATCH"):
             shutil.rmtree(self.scratch, ignore_errors=True)
