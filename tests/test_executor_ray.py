@@ -88,13 +88,14 @@ def test_runs_spread_over_nodes_pinned_to_gpus_and_score_as_local(cluster, tmp_p
     assert seen == {(n, g) for n in nodes for g in ("0", "1")}  # Ray's ids reached the sandbox's cells
     for rid, r in got.items():  # what the node says it handed out is what the cell saw
         assert r["provenance"]["node"]["gpus"] == [(tmp_path / "runs" / rid / "workspace" / "gpus.txt").read_text().strip()]
-    local = tmp_path / "local"
+    local = tmp_path / "local"  # the same scripted run on the local executor scores the same
     write_suite(local, {"tiny-a": [WRITE_GPUS, SOLVE]}, resources={"gpus": 1})
-    p = run(local, "--amb-repeats=4")
+    p = run(local, "--amb-repeats=4", "-k", "r1")
     assert p.returncode == 0, p.stdout[-3000:]
-    for rid, r in results(local).items():
-        for key in ("overall", "task_score", "agentic", "stages", "medal", "failure_mode"):
-            assert got[rid][key] == r[key], (rid, key)
+    (mine,) = results(local).values()
+    for rid, r in got.items():
+        for key in ("overall", "task_score", "agentic", "stages", "medal", "failure_mode", "error_codes"):
+            assert r[key] == mine[key], (rid, key)
     assert not amb_actors_left(cluster)
 
 
@@ -130,9 +131,6 @@ def test_runs_no_node_can_take_are_refused_at_start(cluster, tmp_path):
     assert "segmentation/fits" not in err
     assert time.monotonic() - started < 120
     assert not results(tmp_path) and not amb_actors_left(cluster)
-    # the override moves the same task onto the cluster
-    p = run(tmp_path, *ray_args(cluster), "-k", "too-many", "--amb-run-gpus=1")
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
 
 
 def test_ctrl_c_cancels_runs_and_their_sandboxes_are_gone(cluster, tmp_path):
