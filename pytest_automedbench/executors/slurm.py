@@ -159,7 +159,10 @@ class SlurmExecutor:
             now = time.monotonic()
             if now - last_check >= min(30.0, max(POLL_S, self.lost_after / 3)):
                 last_check = now
-                state = job.watcher.get_state(str(job.job_id), mode="force")
+                state = self._sacct_state(job)
+                if state is None:  # sacct itself failed: nothing learnt
+                    time.sleep(POLL_S)
+                    continue
                 if on_phase:
                     on_phase(f"slurm {state.lower()}")
                 if state.split()[0] in FAILED_STATES and not job.paths.result_pickle.exists():
@@ -171,6 +174,21 @@ class SlurmExecutor:
                 else:
                     unknown_since = None
             time.sleep(POLL_S)
+
+    @staticmethod
+    def _sacct_state(job) -> str | None:
+        """The job's state by sacct, UNKNOWN when sacct does not list it, None when sacct failed. (Not
+        submitit's watcher: it keeps the last state it saw of a job sacct no longer lists.)"""
+        import subprocess
+
+        try:
+            out = subprocess.run(["sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", str(job.job_id)],
+                                 capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if out.returncode:
+            return None
+        return (job.watcher.read_info(out.stdout).get(str(job.job_id)) or {}).get("State") or "UNKNOWN"
 
     @staticmethod
     def _lost(spec: RunSpec, job, why: str) -> InfraError:
