@@ -112,6 +112,7 @@ class RayExecutor:
         self.actors: dict[str, Any] = {}  # run id -> actor handle (until its result is collected)
         self.started: dict[str, Any] = {}  # run id -> ObjectRef of start()
         self.specs: dict[str, RunSpec] = {}
+        self.timings: dict[str, dict[str, float]] = {}  # run id -> submitted, started, finished, collected
         self._placed = 0
 
     # -- placement -------------------------------------------------------------------------------
@@ -219,6 +220,7 @@ class RayExecutor:
         ).remote()
         self.actors[spec.run_id] = actor
         self.started[spec.run_id] = actor.start.remote(self._job(spec))
+        self.timings[spec.run_id] = {"submitted": time.time()}
 
     # -- waiting ---------------------------------------------------------------------------------
     def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -275,6 +277,8 @@ class RayExecutor:
 
     def _collect(self, spec: RunSpec, state: dict[str, Any]) -> dict[str, Any]:
         outcome = state["outcome"]
+        self.timings.setdefault(spec.run_id, {}).update(started=state["node"].get("started_at", 0.0),
+                                                         finished=state["finished_at"], collected=time.time())
         placed = None
         if state.get("archive") is not None:
             placed = self._unpack(spec, state["archive"], outcome.get("result") or outcome.get("saved"))

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,7 @@ class RunActor:
         spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=self.node, runs_dir=str(self.runs_dir))))
         env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()),
                    PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        self.node["started_at"] = time.time()  # the run's process starts now (the overhead benchmark)
         with open(self.scratch / "node.log", "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "pytest_automedbench.executors.node",
                                           str(spec_file), str(self.outcome_file)], env=env, stdin=subprocess.DEVNULL,
@@ -112,7 +114,11 @@ class RunActor:
             folder = Path(outcome["saved_path"]).parent if outcome.get("saved_path") else self.runs_dir / str(rid)
             if rid and folder.is_dir():
                 packed = archive(folder, archive_cap)
-        return {"state": "done", "outcome": outcome, "archive": packed, "node": self.node}
+        try:
+            finished = self.outcome_file.stat().st_mtime
+        except OSError:
+            finished = time.time()
+        return {"state": "done", "outcome": outcome, "archive": packed, "node": self.node, "finished_at": finished}
 
     def signal(self, name: str) -> bool:
         """Send SIGINT (soft cancel: the runner saves the run as interrupted) or SIGKILL to the run's group."""
