@@ -159,13 +159,9 @@ def pytest_collection_finish(session):
     executors.start(session)
 
 
-def pytest_keyboard_interrupt(excinfo):
-    pass  # the runs still in flight are cancelled in pytest_sessionfinish, which follows
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    executors.finish(session.config, interrupted=True)  # what still runs (Ctrl-C, -x) is cancelled
+    executors.finish(session.config, interrupted=True)  # what still runs (Ctrl-C, -x, a crash) is cancelled
 
 
 @pytest.hookimpl(optionalhook=True)

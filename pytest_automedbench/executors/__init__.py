@@ -117,7 +117,7 @@ def start(session) -> None:
     from ..runfiles import lease
 
     options = config.stash[OPTIONS_KEY]
-    if options["executor"] == "local":
+    if options["executor"] == "local" or config.option.collectonly:
         return
     settings = config.stash[SETTINGS_KEY]
     _check_hooks_stay_local(config, options["executor"])

@@ -37,8 +37,9 @@ def probe(data_dir: str, data_keys: list[str], sandbox: str) -> dict[str, Any]:
             "data": {key: manifest_hash(Path(data_dir) / key) for key in data_keys}}
 
 
-def archive(folder: Path, cap_bytes: int) -> bytes:
-    """The run folder as a gzipped tar, files past `cap_bytes` (largest first left out) listed in a note."""
+def archive(folder: Path, cap_bytes: int) -> tuple[bytes, int]:
+    """The run folder as a gzipped tar, files past `cap_bytes` (largest first left out) listed in a note;
+    and how many files were left out."""
     files = sorted((p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()), key=lambda p: p.stat().st_size)
     kept, left, total = [], [], 0
     for p in files:  # smallest first: result.json, trace and outputs before checkpoints
@@ -59,7 +60,7 @@ def archive(folder: Path, cap_bytes: int) -> bytes:
             info = tarfile.TarInfo(f"{folder.name}/{ARCHIVE_NOTE}")
             info.size = len(note)
             tar.addfile(info, io.BytesIO(note))
-    return buf.getvalue()
+    return buf.getvalue(), len(left)
 
 
 class RunActor:
@@ -73,6 +74,7 @@ class RunActor:
         self.outcome_file: Path | None = None
         self.runs_dir: Path | None = None
         self.shared = True
+        self.left_on_node = 0  # files past the archive cap: the scratch folder stays
 
     def start(self, job: dict[str, Any]) -> dict[str, Any]:
         if self.proc is not None:  # already started (a re-attaching controller asks again)
@@ -113,7 +115,7 @@ class RunActor:
             rid = (outcome.get("result") or outcome.get("saved") or {}).get("run_id")
             folder = Path(outcome["saved_path"]).parent if outcome.get("saved_path") else self.runs_dir / str(rid)
             if rid and folder.is_dir():
-                packed = archive(folder, archive_cap)
+                packed, self.left_on_node = archive(folder, archive_cap)
         try:
             finished = self.outcome_file.stat().st_mtime
         except OSError:
@@ -132,5 +134,5 @@ class RunActor:
 
     def cleanup(self) -> None:
         self.signal("SIGKILL")
-        if self.scratch is not None and self.shared and not os.environ.get("AMB_KEEP_NODE_SCRATCH"):
+        if self.scratch is not None and not self.left_on_node and not os.environ.get("AMB_KEEP_NODE_SCRATCH"):
             shutil.rmtree(self.scratch, ignore_errors=True)
