@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .executors import EXECUTOR_OPTIONS
 from .sandbox.options import SANDBOX_OPTIONS, sandbox_options
 from .settings import TIER_CHOICES, Factories, RunSettings, SettingsError
 
@@ -45,7 +46,7 @@ OPTIONS = [
 ]
 
 
-ALL_OPTIONS = [*OPTIONS, *SANDBOX_OPTIONS]
+ALL_OPTIONS = [*OPTIONS, *SANDBOX_OPTIONS, *EXECUTOR_OPTIONS]
 
 
 def read_option(config, ini: str, type_: type):

@@ -7,20 +7,19 @@ from __future__ import annotations
 import atexit
 import gc
 import os
-import warnings
 from pathlib import Path
 
 import pytest
 
-from . import hooks, safefs
-from .agents import AgentError, AgentUnavailable, StepFileError, make_agent
+from . import executors, hooks, safefs
+from .agents import AgentError, StepFileError, make_agent
 from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
-from .data import DataNotPrepared, ensure_prepared
 from .metrics import MetricUnavailable
 from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run
 from .runfiles import RunsDirBusy, release_all
-from .runner import HARNESS_ERRORS, execute
+from .executors.local import run_in_process
+from .runner import HARNESS_ERRORS
 from .options import ALL_OPTIONS, settings_from
 from .sandbox import MEMORY_NOT_ENFORCED, SandboxError, isolation_of, memory_limit_mode_of
 from .sandbox.isolation import IsolationRefused, add_option as add_isolation_option, check_session as fail_closed
@@ -63,8 +62,12 @@ def pytest_configure(config):
         config.stash[SETTINGS_KEY] = settings = settings_from(config)
         check_settings(settings, config)  # before any run or pytest-xdist worker starts
         fail_closed(settings, config)  # no untrusted agent runs unisolated (sandbox/isolation.py)
+        config.stash[executors.OPTIONS_KEY] = executor_options = executors.executor_options(config)
     except (SettingsError, IsolationRefused) as e:
         raise pytest.UsageError(str(e)) from None
+    if executor_options["executor"] != "local" and (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
+        raise pytest.UsageError(f"--amb-executor={executor_options['executor']}: the cluster schedules the runs; "
+                                "leave out -n (one pytest process holds every run in flight)")
     _check_model_price(settings)
     from .judge import check_judge  # judge's: an LLM judge without a key or endpoint is a usage error now
 
@@ -152,6 +155,16 @@ def pytest_collection_modifyitems(config, items):
         config.stash[NO_TIER_KEY] = no_tier
         if hasattr(config, "workeroutput"):  # the controller prints the line (pytest_testnodedown)
             config.workeroutput["amb_no_tier"] = no_tier
+
+
+def pytest_collection_finish(session):
+    """Selection is final: a cluster executor checks every run's placement and submits them all."""
+    executors.start(session)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    executors.finish(session.config, interrupted=True)  # what still runs (Ctrl-C, -x, a crash) is cancelled
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -271,21 +284,11 @@ class TaskItem(pytest.Item):
         self.config.hook.pytest_amb_run_finished(result=self.result, config=self.config)
 
     def _execute(self, settings):
-        try:
-            data = ensure_prepared(self.task, settings.data_dir)
-        except DataNotPrepared as e:
-            pytest.skip(str(e))
-        try:
-            agent = settings.make_agent(self.task)
-        except AgentUnavailable as e:
-            pytest.skip(str(e))
-        unpriced = unpriced_message(agent.model_id, settings.price_table, settings.max_cost_usd)
-        if unpriced:
-            warnings.warn(pytest.PytestWarning(unpriced))
-        if self.progress is not None:
-            self.progress.phase("agent")  # data ready, agent built: the run proper starts
-        self.result = execute(self.task, self.tier, self.repeat, agent, data, settings,
-                              on_step=self.progress.step if self.progress else None)
+        self.result = executors.wait_for(self, self.progress)  # a cluster executor's run, or None
+        if self.result is None:  # the local executor: the run happens here and now
+            progress = self.progress
+            self.result = run_in_process(self.task, self.tier, self.repeat, settings,
+                                         progress.phase if progress else None, progress.step if progress else None)
 
     def runtest(self):
         r = self.result

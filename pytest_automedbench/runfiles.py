@@ -2,7 +2,8 @@
 
     <runs-dir>/<run-id>/                     a run: result.json (written last), conversation.json,
                                              trace.jsonl, workspace/ (plan.md, plan.png, outputs/)
-    <runs-dir>/.staging/<pid>.<n>/<run-id>/  a run in flight; renamed into place when it ends
+    <runs-dir>/.staging/<host>.<pid>.<n>/    a box per run in flight: <run-id>/ (renamed into place when
+                                             it ends) and .owner.json (who makes it; kept fresh)
     <runs-dir>/.errored/<run-id>/            an errored rerun that did not replace a finished run
     <runs-dir>/.amb-lease.json               the session using the runs dir (with .amb-lease.lock)
 
@@ -11,7 +12,12 @@ where the system has one), so a reader sees the previous run or the new one, nev
 either; a run that errored never replaces a finished one (it is parked under .errored/).
 Reading: every problem with a folder is a `RunFilesError` whose one-line message names the file
 and the field. Locking: one pytest session (all its xdist workers) uses a runs dir at a time; a
-second one is refused with the holder named (`RunsDirBusy`). Reuse (`--amb-resume`): a finished,
+second one is refused with the holder named (`RunsDirBusy`). A run made on a cluster node
+(executors/) does not take the lease: its node entry point carries the controller's session id
+(`node_session`), and only the controller holds the lease. Liveness: a holder or a box owner on this
+host is alive while its process is; one on another host while it renews its record (every
+HEARTBEAT_S; dead after STALE_S without). Recovery at a session's start leaves live boxes alone (a
+detached run that `--amb-resume` re-attaches to keeps its box). Reuse (`--amb-resume`): a finished,
 not errored run made with the same configuration hash.
 """
 from __future__ import annotations
@@ -29,6 +35,7 @@ import re
 import shutil
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,8 @@ from .files import OutsideRoot, atomic_write, inside
 LIMITS = ("max_turns", "time_limit", "max_tokens", "max_cost", "context_length", "disk_limit")
 _EVENT_FIELDS = {f.name for f in dataclasses.fields(TraceEvent)}
 STAGING, ERRORED, LEASE = ".staging", ".errored", ".amb-lease"
+OWNER = ".owner.json"  # in a staging box: the process making the run (run ids never start with ".")
+HEARTBEAT_S, STALE_S = 60.0, 600.0  # a record on another host is renewed this often, dead when this old
 _NUMBER = (int, float)
 # result.json keys every reader relies on, with their types (bool is not a number here)
 REQUIRED = {"schema_version": int, "run_id": str, "task_id": str, "tier": str, "model": str, "repeat": int,
@@ -292,20 +301,24 @@ class RunFolder:
     def __init__(self, runs_dir: Path | str, rid: str):
         self.runs_dir, self.rid = Path(runs_dir), rid
         self.final = run_folder(runs_dir, rid)
-        # The run's own folder keeps its name (an agent's code may read it): a box per run holds it.
-        self.box = self.runs_dir / STAGING / f"{os.getpid()}.{next(_counter)}"
+        # The run's own folder keeps its name (an agent's code may read it): a box per run holds it,
+        # named by host, pid and number (boxes of many nodes share one runs dir) and recorded in it.
+        self.box = self.runs_dir / STAGING / f"{_host_slug()}.{os.getpid()}.{next(_counter)}"
         self.staging = self.box / rid
         try:
             (self.staging / "workspace" / "outputs").mkdir(parents=True)
+            atomic_write(self.box / OWNER, json.dumps(_owner_record(), indent=1))
         except OSError as e:
             shutil.rmtree(self.box, ignore_errors=True)
             raise _disk_error(e, self.runs_dir, f"cannot start run {rid}") from None
+        _heartbeat.boxes.add(self.box)
 
     @property
     def workspace(self) -> Path:
         return self.staging / "workspace"
 
     def discard(self) -> None:
+        _heartbeat.boxes.discard(self.box)
         shutil.rmtree(self.box, ignore_errors=True)
 
     def commit(self, result: dict[str, Any], record: RunRecord) -> Path:
@@ -318,14 +331,23 @@ class RunFolder:
             self.discard()  # nothing half-written stays; the previous run, if any, is untouched
             raise _disk_error(e, self.runs_dir, f"the files of run {self.rid} could not be written "
                                                 "(the previous result, if any, is kept)") from None
-        old = try_read_result(self.final / "result.json")
-        target = self.final
-        if is_errored(result) and old is not None and not is_errored(old):
-            target = self.runs_dir / ERRORED / self.rid
-            target.parent.mkdir(exist_ok=True)
-        place(self.staging, target)
-        shutil.rmtree(self.box, ignore_errors=True)  # empty, or the previous run's folder
+        target = settle(self.runs_dir, self.rid, self.staging, result)
+        self.discard()  # empty, or the previous run's folder
         return target
+
+
+def settle(runs_dir: Path, rid: str, folder: Path, result: dict[str, Any]) -> Path:
+    """Move a complete run folder into its place (the same file system); returns where it went.
+    An errored run does not replace a finished one: it goes to .errored/<run-id>/ instead."""
+    runs_dir = Path(runs_dir)
+    final = run_folder(runs_dir, rid)
+    old = try_read_result(final / "result.json")
+    target = final
+    if is_errored(result) and old is not None and not is_errored(old):
+        target = runs_dir / ERRORED / rid
+        target.parent.mkdir(exist_ok=True)
+    place(folder, target)
+    return target
 
 
 def _renameat2_exchange():
@@ -356,9 +378,82 @@ def place(src: Path, dest: Path) -> None:
 
 
 def start_run(runs_dir: Path | str, rid: str) -> RunFolder:
-    """Lease the runs dir for this session and open a staging folder for the run."""
-    lease(runs_dir)
+    """Lease the runs dir for this session and open a staging folder for the run. On a cluster node
+    (`node_session` set) the controller holds the lease: the node only opens the staging folder."""
+    if _node_session is None:
+        lease(runs_dir)
     return RunFolder(runs_dir, rid)
+
+
+_node_session: str | None = None
+
+
+def node_session(session: str | None) -> None:
+    """This process makes runs for the controller session `session` (a cluster node's entry point):
+    start_run takes no lease, and the staging boxes record that session. None ends it."""
+    global _node_session
+    _node_session = session
+
+
+def _host_slug() -> str:
+    return re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname())[:40] or "host"
+
+
+def _owner_record() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _start_time(os.getpid()),
+            "session": _node_session or session_id(), "renewed": time.time()}
+
+
+def _box_alive(box: Path) -> bool:
+    """Whether the process making the run in this staging box is alive (see `_alive`); a box without a
+    record (older versions, or one being made right now by a dead process) is dead."""
+    try:
+        owner = json.loads((box / OWNER).read_text())
+        owner["renewed"] = max(float(owner.get("renewed") or 0), (box / OWNER).stat().st_mtime)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+    return isinstance(owner, dict) and _alive(owner)
+
+
+class _Heartbeat:
+    """Renews this process's lease entries and staging-box records, so another host sees them alive."""
+
+    def __init__(self):
+        self.boxes: set[Path] = set()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="amb-runfiles-heartbeat", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            self.beat()
+
+    def beat(self) -> None:
+        now = time.time()
+        for box in list(self.boxes):
+            try:
+                os.utime(box / OWNER, (now, now))
+            except OSError:
+                self.boxes.discard(box)
+        for key in list(_LEASED):
+            try:
+                with _Locked(Path(key)):
+                    holders = _read_lease(Path(key))
+                    for h in holders:
+                        if _same_holder(h, _LEASED.get(key)):
+                            h["renewed"] = now
+                    _write_lease(Path(key), holders)
+            except OSError:
+                pass
+
+
+_heartbeat = _Heartbeat()
 
 
 # -- the lease: one session per runs dir ----------------------------------------------------------
@@ -378,8 +473,11 @@ def _start_time(pid: int) -> str | None:
 
 
 def _alive(holder: dict[str, Any]) -> bool:
-    if holder.get("host") != socket.gethostname():
-        return True  # cannot tell from here: assume it is
+    if holder.get("host") != socket.gethostname():  # cannot see its process: its renewals tell
+        try:
+            return time.time() - float(holder.get("renewed") or 0) < STALE_S
+        except (TypeError, ValueError):
+            return False
     pid = holder.get("pid")
     try:
         os.kill(int(pid), 0)
@@ -433,13 +531,18 @@ def lease(runs_dir: Path | str) -> None:
                 _recover(runs_dir)  # the first of this session: what dead sessions left behind
             entry = {"session": me, "pid": os.getpid(), "started": _start_time(os.getpid()),
                      "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                     "command": " ".join(sys.argv)}
+                     "renewed": time.time(), "command": " ".join(sys.argv)}
             _write_lease(runs_dir, holders + [entry])
     except OSError as e:
         raise _disk_error(e, runs_dir, "cannot use it as the runs dir") from None
     _LEASED[key] = entry
     if len(_LEASED) == 1:
         atexit.register(release_all)
+    _heartbeat.start()
+
+
+def _same_holder(a: dict[str, Any], b: dict[str, Any] | None) -> bool:
+    return b is not None and all(a.get(k) == b.get(k) for k in ("session", "pid", "host", "started"))
 
 
 def _read_lease(runs_dir: Path) -> list[dict[str, Any]]:
@@ -471,7 +574,7 @@ def release(runs_dir: Path | str) -> None:
         if entry is None:
             return
         with _Locked(runs_dir):
-            _write_lease(runs_dir, [h for h in _read_lease(runs_dir) if h != entry and _alive(h)])
+            _write_lease(runs_dir, [h for h in _read_lease(runs_dir) if not _same_holder(h, entry) and _alive(h)])
     except OSError:
         pass  # a dead holder is recognised as such by the next session
 
@@ -483,12 +586,17 @@ def release_all() -> None:
 
 
 def _recover(runs_dir: Path) -> None:
-    """Staging folders of dead sessions: a complete run whose place is empty is placed, the rest go."""
+    """Staging boxes of dead processes: a complete run whose place is empty is placed, the rest go.
+    A live box (a node still making a run, e.g. a detached one a resumed session re-attaches to) stays."""
     staging = runs_dir / STAGING
     if not staging.is_dir():
         return
     for box in sorted(staging.iterdir()):
+        if box.is_dir() and _box_alive(box):
+            continue
         for folder in sorted(box.iterdir()) if box.is_dir() else []:
+            if folder.name.startswith("."):
+                continue
             previous = folder.name.endswith(".old")
             final = runs_dir / folder.name.removesuffix(".old")
             try:
@@ -502,6 +610,6 @@ def _recover(runs_dir: Path) -> None:
 
 
 __all__ = ["REQUIRED", "RunFilesError", "RunFolder", "RunsDirBusy", "check_result", "config_hash", "is_errored",
-           "lease", "load_run", "place", "read_result", "release", "release_all", "reusable_result", "reuse_finished_run",
-           "run_folder", "run_folders", "run_id", "session_id", "start_run", "try_read_result", "viewer_files",
+           "lease", "load_run", "node_session", "place", "read_result", "release", "release_all", "reusable_result", "reuse_finished_run",
+           "run_folder", "run_folders", "run_id", "session_id", "settle", "start_run", "try_read_result", "viewer_files",
            "write_run_files"]

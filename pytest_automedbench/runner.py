@@ -21,10 +21,12 @@ from . import __version__, scoring, scoring_guard
 from .agents import Agent, AgentError
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
+from .executors.base import ExecutorError
 from .errors import RunFacts, detect
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, load_in_background, preflight
-from .runfiles import RunFilesError, config_hash, run_id, start_run, write_run_files  # noqa: F401 (re-exported)
+from .runfiles import (RunFilesError, config_hash, node_session, run_id, start_run,  # noqa: F401 (re-exported)
+                       write_run_files)
 from .sandbox import SandboxConfig, SandboxError
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
 from .settings import RunSettings
@@ -150,7 +152,7 @@ class ScoringError(Exception):
 
 # What execute() raises for a fault that is not the agent's, each with a one-line message (the
 # plugin shows it as the test's ERROR): the agent backend, the sandbox, the runs dir, scoring.
-HARNESS_ERRORS = (RunFilesError, ScoringError)
+HARNESS_ERRORS = (RunFilesError, ScoringError, ExecutorError)
 
 
 def _outputs_folder(workspace: Path) -> None:
@@ -282,3 +284,42 @@ def _saved(error: BaseException, result: dict[str, Any], folder: Path) -> BaseEx
     except AttributeError:  # an exception type without a __dict__
         pass
     return error
+
+
+def execute_on_node(task_path: str | Path, tier: str, repeat: int, settings: RunSettings, session: str,
+                    node: dict[str, Any]) -> dict[str, Any]:
+    """The node entry point of an executor (executors/): `execute` unchanged, for the controller
+    session `session`, which holds the runs-dir lease (this process takes none). `node` (node id,
+    host, executor, GPUs) goes into result.json's provenance; errors are execute()'s own."""
+    from .data import ensure_prepared
+    from .tasks import load_task_file
+
+    node_session(session)
+    try:
+        task = load_task_file(task_path)
+        data = ensure_prepared(task, settings.data_dir)
+        agent = settings.make_agent(task)
+        try:
+            result = execute(task, tier, repeat, agent, data, settings)
+        except BaseException as e:
+            saved = getattr(e, "amb_saved", None)
+            if saved is not None:
+                _stamp_node(saved[0], Path(saved[1]), node)
+            raise
+        _stamp_node(result, Path(settings.runs_dir) / result["run_id"] / "result.json", node)
+        return result
+    finally:
+        node_session(None)
+
+
+def _stamp_node(result: dict[str, Any], path: Path, node: dict[str, Any]) -> None:
+    """Record where the run executed in its provenance (result.json rewritten atomically)."""
+    import json
+
+    from .files import atomic_write
+
+    result.setdefault("provenance", {})["node"] = node
+    try:
+        atomic_write(path, json.dumps(result, indent=2))
+    except OSError:
+        pass  # the run stands; only the node id is missing from its file

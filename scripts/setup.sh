@@ -38,7 +38,7 @@ if ! "$PYTHON" -c "import torch" 2>/dev/null; then
     "$PYTHON" -m pip install -q "torch==2.13.0"
 fi
 extra=""
-[ $want_tests = 1 ] && extra="[test]"
+[ $want_tests = 1 ] && extra="[test,ray,slurm]"  # the executor tests run a Ray cluster and Slurm shims
 "$PYTHON" -m pip install -q -e ".$extra"
 # Tests only: the Open-i report archive inside the torchxrayvision wheel is what the leak red team
 # tries to read answers from (the demo itself no longer uses it). Data only, no import, so it is

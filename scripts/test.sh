@@ -3,7 +3,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test || exit 1
-python3 -m pytest tests -n 2 -p no:cacheprovider "$@"
+# --dist loadgroup: tests marked xdist_group run on one worker (the executor tests share one Ray cluster)
+python3 -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider "$@"
 rc=$?
 if [ $rc = 5 ]; then
     echo "test.sh: pytest collected no tests: that is a failure here" >&2

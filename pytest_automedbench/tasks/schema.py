@@ -94,6 +94,25 @@ class Policy(Strict):
     cell_timeout_s: float = Field(default=600, gt=0, le=MAX_SECONDS)
 
 
+class Resources(Strict):
+    """What one run needs of the machine it runs on (an executor places runs by it, docs/scale-out.md).
+
+    `gpu_kind` (e.g. h100) maps to the cluster's own name for it: Ray's `accelerator_type:H100` node
+    resource, Slurm's `--gres=gpu:h100:N`. `memory_gb` unset asks for no memory reservation.
+    """
+
+    gpus: int = Field(default=0, ge=0, le=64)
+    gpu_kind: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+    memory_gb: float | None = Field(default=None, gt=0, le=65536)
+    cpus: float = Field(default=1, gt=0, le=1024)
+
+    @model_validator(mode="after")
+    def _kind_needs_gpus(self) -> "Resources":
+        if self.gpu_kind is not None and self.gpus == 0:
+            raise ValueError("gpu_kind is set but gpus is 0 (ask for at least one GPU of that kind)")
+        return self
+
+
 class ModelRef(Strict):
     name: str
     location: str  # where the weights live (a path under /data/public, a hub id, a URL)
@@ -206,6 +225,7 @@ class TaskSpec(Strict):
     submission: Submission
     metric: Metric
     policy: Policy = Field(default_factory=Policy)
+    resources: Resources = Field(default_factory=Resources)
     tiers: Tiers
     medals: Medals | None = None
     reference_solution: str | None = None  # step file (relative to the task file) for --amb-model=reference

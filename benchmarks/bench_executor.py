@@ -1,0 +1,132 @@
+"""The Ray executor's own cost: per-run overhead and scheduling efficiency (docs/benchmarks.md).
+
+    python benchmarks/bench_executor.py [--runs 8] [--sleep 4] [--nodes 1,2,4]
+
+Each measurement starts an in-process Ray cluster on this machine (a head without CPUs plus N one-CPU
+nodes: one run at a time per node) and drives the RayExecutor directly with real runs of the tiny
+test task (the reference-style step file sleeps --sleep seconds in a sandboxed cell, then solves).
+
+- Overhead per run: submit -> the run's process starts (actor placement and start, excluding the
+  run's imports), and the run's outcome written -> the controller has it (finish to report). Medians
+  over the runs of the 4-node wave (workers warm after the first run on each node) and of the first.
+- Scheduling efficiency: ideal / measured, where ideal = the sum of the runs' own durations (process
+  start to outcome) / nodes, and measured = first submit to last collect. It is scheduling overhead,
+  not compute scaling: every node is on this machine, so runs on more nodes compete for its cores
+  and take longer each; that is counted in their durations, not against the scheduler.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+TINY = REPO / "tests" / "fixtures" / "tiny"
+
+
+def make_suite(root: Path, sleep_s: float) -> Path:
+    suite = root / "suite"
+    suite.mkdir(parents=True)
+    shutil.copy(TINY / "tiny_prep.py", suite)
+    steps = [{"execute_code": {"language": "python", "code": f"import time\ntime.sleep({sleep_s})\n"}},
+             *[s for s in yaml.safe_load((TINY / "solve.yaml").read_text()) if "torch" not in str(s)]]
+    (suite / "sleep.steps.yaml").write_text(yaml.safe_dump(steps))
+    spec = yaml.safe_load((TINY / "tiny.task.yaml").read_text())
+    spec.update(id="bench-sleep", reference_solution="sleep.steps.yaml")
+    (suite / "sleep.task.yaml").write_text(yaml.safe_dump(spec))
+    return suite / "sleep.task.yaml"
+
+
+def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
+    from ray.cluster_utils import Cluster
+
+    from pytest_automedbench import runfiles
+    from pytest_automedbench.data import ensure_prepared
+    from pytest_automedbench.executors import EXECUTOR_OPTIONS, Placement, RunSpec
+    from pytest_automedbench.executors.base import manifest_hash, portable_settings
+    from pytest_automedbench.executors.ray import RayExecutor
+    from pytest_automedbench.settings import RunSettings
+    from pytest_automedbench.tasks import load_task_file
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                            "object_store_memory": 80 << 20})
+    for _ in range(n_nodes):
+        cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
+    cluster.wait_for_nodes()
+    runs_dir = root / f"runs-{n_nodes}"
+    settings = RunSettings(runs_dir=runs_dir, data_dir=root / "data", model="reference")
+    task = load_task_file(task_file)
+    data = ensure_prepared(task, settings.data_dir)
+    options = {ini.removeprefix("amb_"): None for _, ini, _, _, _ in EXECUTOR_OPTIONS}
+    options.update(ray_address=cluster.address, ray_results="shared", archive_mb=64, infra_retries=0, cancel_grace=10)
+    try:
+        runfiles.lease(runs_dir)
+        ex = RayExecutor(settings, options)
+        specs = [RunSpec(run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"r{r}",
+                         task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite", repeat=r,
+                         config_hash=runfiles.config_hash(task, "lite", r, settings), placement=Placement(cpus=1),
+                         network=False, data_key=f"{task.spec.id}/{task.spec.version}",
+                         data_hash=manifest_hash(data.root), settings=portable_settings(settings))
+                 for r in range(1, runs + 1)]
+        assert not ex.refusals(specs)
+        began = time.time()
+        ex.submit(specs)
+        with ThreadPoolExecutor(len(specs)) as pool:  # each collected when it ends, as pytest's items wait
+            list(pool.map(ex.wait, specs))
+        measured = time.time() - began
+        t = [ex.timings[s.run_id] for s in specs]
+        ex.shutdown(interrupted=False)
+    finally:
+        runfiles.release_all()
+        cluster.shutdown()
+    durations = [x["finished"] - x["started"] for x in t]
+    ideal = sum(durations) / n_nodes
+    first = min(t, key=lambda x: x["submitted"])
+    return {"nodes": n_nodes, "runs": runs, "measured_s": measured, "ideal_s": ideal, "efficiency": ideal / measured,
+            "run_s": statistics.median(durations),
+            "submit_to_start_s": statistics.median(x["started"] - x["submitted"] for x in t[n_nodes:] or t),
+            "first_submit_to_start_s": first["started"] - first["submitted"],
+            "finish_to_report_s": statistics.median(x["collected"] - x["finished"] for x in t)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=8)
+    ap.add_argument("--sleep", type=float, default=4.0)
+    ap.add_argument("--nodes", default="1,2,4")
+    args = ap.parse_args()
+    os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0")
+    root = Path(tempfile.mkdtemp(prefix="bx", dir="/tmp"))
+    os.environ["RAY_TMPDIR"] = str(root)  # a short temp dir of its own; nothing under /tmp/ray
+    sys.path.insert(0, str(root / "suite"))
+    task_file = make_suite(root, args.sleep)
+    rows = []
+    try:
+        for n in [int(x) for x in args.nodes.split(",")]:
+            rows.append(measure(n, args.runs, task_file, root))
+            r = rows[-1]
+            print(f"{r['nodes']} node(s): {r['runs']} runs of {r['run_s']:.1f} s (median) in {r['measured_s']:.1f} s, "
+                  f"ideal {r['ideal_s']:.1f} s -> efficiency {100 * r['efficiency']:.0f}%; submit->start "
+                  f"{r['submit_to_start_s']:.2f} s (first {r['first_submit_to_start_s']:.2f} s), finish->report "
+                  f"{r['finish_to_report_s']:.2f} s", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("\n| nodes | runs | run (median) | measured | ideal | efficiency | submit->start (warm / first) | finish->report |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['nodes']} | {r['runs']} | {r['run_s']:.1f} s | {r['measured_s']:.1f} s | {r['ideal_s']:.1f} s | "
+              f"{100 * r['efficiency']:.0f}% | {r['submit_to_start_s']:.2f} s / {r['first_submit_to_start_s']:.2f} s | "
+              f"{r['finish_to_report_s']:.2f} s |")
+
+
+if __name__ == "__main__":
+    main()

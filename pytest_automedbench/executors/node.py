@@ -1,0 +1,110 @@
+"""The process a cluster executor starts on a node for one run:
+
+    python -m pytest_automedbench.executors.node SPEC.pickle OUTCOME.json
+
+SPEC.pickle holds {"spec": RunSpec, "session": controller session id, "runs_dir": where the run is
+made, "gpus": this node's GPU ids for the run, "node": provenance}. The run is `runner.execute_on_node`
+(the runner unchanged); OUTCOME.json says how it ended: {"result": ...} or {"error": message, "kind":
+"skip" | "error" | "interrupted", "saved": errored result or null, "saved_path": where}.
+
+The process is its own process group (the executor interrupts or kills the group: the sandbox's cells
+go with it), and it ends itself with its group when its parent (Ray's worker, Slurm's step) is gone:
+a lost node must not leave a run writing into a shared runs dir behind the rerun's back.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def _die_with_parent(parent: int) -> None:
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="amb-die-with-parent", daemon=True).start()
+
+
+def run(spec_file: Path, outcome_file: Path) -> int:
+    from ..data import DataNotPrepared
+    from ..agents import AgentUnavailable
+    from ..files import atomic_write
+    from ..runner import execute_on_node
+    from .base import node_settings
+
+    job = pickle.loads(spec_file.read_bytes())
+    spec = job["spec"]
+    options = spec.settings.sandbox_options
+    options.gpus = list(job["gpus"])  # this node's ids for the run (sandbox/gpus.py hands them to cells)
+    settings = node_settings(spec.settings, runs_dir=Path(job["runs_dir"]), sandbox_options=options,
+                             data_dir=Path(job.get("data_dir") or spec.settings.data_dir))
+    outcome: dict
+    try:
+        result = execute_on_node(spec.task_path, spec.tier, spec.repeat, settings, job["session"], job["node"])
+        outcome = {"result": result}
+    except (DataNotPrepared, AgentUnavailable) as e:
+        outcome = {"error": str(e), "kind": "skip", "saved": None}
+    except BaseException as e:  # noqa: BLE001 - reported to the controller, which raises it there
+        saved = getattr(e, "amb_saved", None)
+        kind = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
+        outcome = {"error": str(e) or type(e).__name__, "kind": kind, "type": type(e).__name__,
+                   "saved": saved[0] if saved else None, "saved_path": str(saved[1]) if saved else None}
+    atomic_write(outcome_file, json.dumps(outcome, default=str))
+    return 0
+
+
+def run_job(job: dict) -> dict:
+    """A batch job's body (Slurm through submitit): the run in a process group of its own, its outcome
+    returned. SIGTERM / SIGINT (scancel) reach the run as an interrupt; the group goes with the job."""
+    import socket
+    import subprocess
+    import tempfile
+
+    import pytest_automedbench
+
+    gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+    scratch = Path(tempfile.mkdtemp(prefix="amb-job-"))
+    node = {"executor": "slurm", "node_id": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+            "host": socket.gethostname(), "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": gpus,
+            "attempt": job["spec"].attempt}
+    spec_file, outcome_file = scratch / "spec.pickle", scratch / "outcome.json"
+    spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=node)))
+    parent = str(Path(pytest_automedbench.__file__).resolve().parent.parent)
+    env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()),
+               PYTHONPATH=os.pathsep.join([parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_automedbench.executors.node", str(spec_file),
+                             str(outcome_file)], env=env, start_new_session=True)
+
+    def forward(signum, frame):
+        os.killpg(proc.pid, signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    proc.wait()
+    try:
+        return json.loads(outcome_file.read_text())
+    except (OSError, ValueError):
+        return {"error": f"the run's process on {node['host']} ended (exit {proc.returncode}) without an outcome",
+                "kind": "error", "saved": None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # Ray's worker threads block or ignore SIGINT, and both survive exec: the soft cancel (SIGINT to
+    # this group) must reach the runner as KeyboardInterrupt, as Ctrl-C does locally.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _die_with_parent(int(os.environ.get("AMB_NODE_PARENT") or os.getppid()))
+    return run(Path(argv[0]), Path(argv[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

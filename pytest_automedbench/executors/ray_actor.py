@@ -1,0 +1,138 @@
+"""What runs on Ray's nodes (imported there from the plugin shipped as `py_modules`): the per-run actor
+and the node probe. Only executors/ray.py imports this module (it imports Ray)."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+import pytest_automedbench
+
+from .base import manifest_hash
+
+PACKAGE_PARENT = str(Path(pytest_automedbench.__file__).resolve().parent.parent)
+ARCHIVE_NOTE = "ARCHIVE-NOTE.txt"
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def probe(data_dir: str, data_keys: list[str], sandbox: str) -> dict[str, Any]:
+    """This node's facts for placement: host, the sandbox's isolation, the data versions it holds."""
+    from ..sandbox import isolation_of
+
+    return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
+            "isolation": isolation_of(sandbox),
+            "data": {key: manifest_hash(Path(data_dir) / key) for key in data_keys}}
+
+
+def archive(folder: Path, cap_bytes: int) -> tuple[bytes, int]:
+    """The run folder as a gzipped tar, files past `cap_bytes` (largest first left out) listed in a note;
+    and how many files were left out."""
+    files = sorted((p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()), key=lambda p: p.stat().st_size)
+    kept, left, total = [], [], 0
+    for p in files:  # smallest first: result.json, trace and outputs before checkpoints
+        size = p.stat().st_size
+        if total + size <= cap_bytes:
+            kept.append(p)
+            total += size
+        else:
+            left.append((p, size))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for p in kept:
+            tar.add(p, arcname=str(p.relative_to(folder.parent)), recursive=False)
+        if left:
+            note = (f"Files past the {cap_bytes // (1 << 20)} MiB archive cap stayed on node "
+                    f"{socket.gethostname()} under {folder}:\n" + "".join(f"{p.relative_to(folder)} ({s} bytes)\n"
+                                                                       for p, s in left)).encode()
+            info = tarfile.TarInfo(f"{folder.name}/{ARCHIVE_NOTE}")
+            info.size = len(note)
+            tar.addfile(info, io.BytesIO(note))
+    return buf.getvalue(), len(left)
+
+
+class RunActor:
+    """One run: starts `executors.node` as its own process group and answers polls; detached, so the
+    run outlives its controller and a resumed session re-attaches by name."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.node: dict[str, Any] | None = None
+        self.scratch: Path | None = None
+        self.outcome_file: Path | None = None
+        self.runs_dir: Path | None = None
+        self.shared = True
+        self.left_on_node = 0  # files past the archive cap: the scratch folder stays
+
+    def start(self, job: dict[str, Any]) -> dict[str, Any]:
+        if self.proc is not None:  # already started (a re-attaching controller asks again)
+            return self.node
+        ctx = ray.get_runtime_context()
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        self.scratch = Path(tempfile.mkdtemp(prefix="amb-run-"))
+        self.shared = job["runs_dir"] is not None
+        self.runs_dir = Path(job["runs_dir"]) if self.shared else self.scratch / "runs"
+        self.node = {"executor": "ray", "node_id": ctx.get_node_id(), "host": socket.gethostname(),
+                     "gpus": gpus, "attempt": job["spec"].attempt}
+        spec_file, self.outcome_file = self.scratch / "spec.pickle", self.scratch / "outcome.json"
+        spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=self.node, runs_dir=str(self.runs_dir))))
+        env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()),
+                   PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        self.node["started_at"] = time.time()  # the run's process starts now (the overhead benchmark)
+        with open(self.scratch / "node.log", "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "pytest_automedbench.executors.node",
+                                          str(spec_file), str(self.outcome_file)], env=env, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.node["pid"] = self.proc.pid
+        return self.node
+
+    def poll(self, timeout_s: float, archive_cap: int) -> dict[str, Any]:
+        """{"state": "running"} or, once the run's process ended, {"state": "done", "outcome", "archive"}."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"state": "running"}
+        try:
+            outcome = json.loads(self.outcome_file.read_text())
+        except (OSError, ValueError):
+            tail = (self.scratch / "node.log").read_bytes()[-3000:].decode(errors="replace")
+            outcome = {"error": f"the run's process on {self.node['host']} ended (exit {self.proc.returncode}) "
+                                f"without an outcome: {tail.strip()[-1500:]}", "kind": "error", "saved": None}
+        packed = None
+        if not self.shared:
+            rid = (outcome.get("result") or outcome.get("saved") or {}).get("run_id")
+            folder = Path(outcome["saved_path"]).parent if outcome.get("saved_path") else self.runs_dir / str(rid)
+            if rid and folder.is_dir():
+                packed, self.left_on_node = archive(folder, archive_cap)
+        try:
+            finished = self.outcome_file.stat().st_mtime
+        except OSError:
+            finished = time.time()
+        return {"state": "done", "outcome": outcome, "archive": packed, "node": self.node, "finished_at": finished}
+
+    def signal(self, name: str) -> bool:
+        """Send SIGINT (soft cancel: the runner saves the run as interrupted) or SIGKILL to the run's group."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            os.killpg(self.proc.pid, getattr(signal, name))
+        except ProcessLookupError:
+            return False
+        return True
+
+    def cleanup(self) -> None:
+        self.signal("SIGKILL")
+        if self.scratch is not None and not self.left_on_node and not os.environ.get("AMB_KEEP_NODE_SCRATCH"):
+            shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,253 @@
+"""The Ray executor against a real in-process cluster (head + 2 nodes with fake GPUs), shared by every
+test here through one xdist group (scripts/test.sh runs xdist with --dist loadgroup): placement and GPU
+pinning, runs spread over nodes with the same scores as local, infeasible runs refused at start, Ctrl-C,
+node loss then resume, re-attaching after the controller died, archive return (in the first test).
+
+Budget: about 3 minutes for the group on an idle 2-core machine (each inner session costs ~15 s of
+pytest and Ray start before its first run)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray executor's tests need the `ray` extra (scripts/setup.sh --test)")
+
+from executor_cluster import (SOLVE, WRITE_GPUS, RayTestCluster, ray_args, results, run, start,  # noqa: E402
+                              wait_for, write_suite)
+
+pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
+
+
+def hold_step(tag: int) -> dict:
+    """A cell that starts `sleep 86399.<tag>` (found on the host by that name), writes a token to the
+    workspace's token.txt and waits while the workspace's `hold` file exists (the test deletes it)."""
+    return {"execute_code": {"language": "python", "code": (
+        "import os, subprocess, time, uuid\n"
+        "ws = os.environ['AMB_WORKSPACE']\n"
+        "open(os.path.join(ws, 'hold'), 'w').close()\n"
+        f"child = subprocess.Popen(['sleep', '86399.{tag}'])\n"
+        "open(os.path.join(ws, 'token.txt'), 'w').write(uuid.uuid4().hex)\n"
+        "while os.path.exists(os.path.join(ws, 'hold')):\n    time.sleep(0.2)\n"
+        "child.kill()\n")}}
+
+
+def held(root: Path) -> dict[str, str]:
+    """run id -> the token of its held cell, for runs still in a staging box."""
+    out = {}
+    for f in (root / "runs" / ".staging").glob("*/*/workspace/token.txt"):
+        if f.read_text().strip() and (f.parent / "hold").exists():
+            out[f.parts[-3]] = f.read_text().strip()
+    return out
+
+
+def release(root: Path) -> None:
+    for f in (root / "runs" / ".staging").glob("*/*/workspace/hold"):
+        f.unlink()
+
+
+def sleepers(tag: int) -> list[int]:
+    """Host pids of the held cells' `sleep 86399.<tag>` processes."""
+    want = f"sleep\0{86399}.{tag}\0".encode()
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == want and alive(int(proc.name)):
+                out.append(int(proc.name))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = RayTestCluster()
+    yield c
+    c.shutdown()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").is_file() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+BIG = {"execute_code": {"language": "bash", "code": 'head -c 3000000 /dev/urandom > "$AMB_WORKSPACE/ckpt.bin"'}}
+
+
+def test_runs_spread_over_nodes_pinned_to_gpus_returned_as_archives_and_score_as_local(cluster, tmp_path):
+    """Archive return (no shared runs dir) here; the other tests use the shared runs dir."""
+    write_suite(tmp_path, {"tiny-a": [WRITE_GPUS, BIG, SOLVE]}, resources={"gpus": 1})
+    p = run(tmp_path, *ray_args(cluster), "--amb-repeats=4", "--amb-ray-results=archive", "--amb-archive-mb=1")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    got = results(tmp_path)
+    assert len(got) == 4
+    for rid in got:
+        run_dir = tmp_path / "runs" / rid
+        assert not (run_dir / "workspace" / "ckpt.bin").exists()  # past the cap: left on the node, with a note
+        assert "workspace/ckpt.bin" in (run_dir / "ARCHIVE-NOTE.txt").read_text()
+        assert len(list((run_dir / "workspace" / "outputs").iterdir())) == 3
+    nodes = {r["provenance"]["node"]["node_id"] for r in got.values()}
+    assert len(nodes) == 2  # four 1-GPU runs on two 2-GPU nodes: both nodes, both GPUs of each
+    seen = {(r["provenance"]["node"]["node_id"], (tmp_path / "runs" / rid / "workspace" / "gpus.txt").read_text().strip())
+            for rid, r in got.items()}
+    assert seen == {(n, g) for n in nodes for g in ("0", "1")}  # Ray's ids reached the sandbox's cells
+    for rid, r in got.items():  # what the node says it handed out is what the cell saw
+        assert r["provenance"]["node"]["gpus"] == [(tmp_path / "runs" / rid / "workspace" / "gpus.txt").read_text().strip()]
+    local = tmp_path / "local"  # the same scripted run on the local executor scores the same
+    write_suite(local, {"tiny-a": [WRITE_GPUS, BIG, SOLVE]}, resources={"gpus": 1})
+    p = run(local, "--amb-repeats=4", "-k", "r1")
+    assert p.returncode == 0, p.stdout[-3000:]
+    (mine,) = results(local).values()
+    for rid, r in got.items():
+        for key in ("overall", "task_score", "agentic", "stages", "medal", "failure_mode", "error_codes"):
+            assert r[key] == mine[key], (rid, key)
+    assert not amb_actors_left(cluster)
+
+
+def amb_actors_left(cluster) -> list[str]:
+    """Actors of any amb namespace still alive (asked through a short-lived driver process)."""
+    import subprocess
+    import sys
+
+    code = ("import ray, json; ray.init(address=%r, log_to_driver=False, logging_level='error');"
+            "from ray.util import list_named_actors;"
+            "print(json.dumps([a['name'] for a in list_named_actors(all_namespaces=True) "
+            "if a['namespace'].startswith('amb-')]))" % cluster.address)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_runs_no_node_can_take_are_refused_at_start(cluster, tmp_path):
+    write_suite(tmp_path, {"too-many-gpus": [SOLVE]}, resources={"gpus": 4})
+    write_suite(tmp_path, {"wrong-kind": [SOLVE]}, resources={"gpus": 1, "gpu_kind": "b200"})
+    write_suite(tmp_path, {"too-much-memory": [SOLVE]}, resources={"memory_gb": 5000})
+    write_suite(tmp_path, {"online": [SOLVE]}, network=True)
+    write_suite(tmp_path, {"fits": [SOLVE]}, resources={"gpus": 1, "gpu_kind": "h100"})
+    started = time.monotonic()
+    p = run(tmp_path, *ray_args(cluster))
+    assert p.returncode == 4, p.stdout[-2000:] + p.stderr[-2000:]  # a usage error, nothing submitted
+    err = p.stderr
+    assert "4 run(s) cannot be placed" in err
+    assert "too-many-gpus" in err and "has 2 GPU" in err
+    assert "wrong-kind" in err and "accelerator_type:B200" in err
+    assert "too-much-memory" in err and "GB memory" in err
+    assert "online" in err and "network: true" in err
+    assert "segmentation/fits" not in err
+    assert time.monotonic() - started < 120
+    assert not results(tmp_path) and not amb_actors_left(cluster)
+
+
+def test_ctrl_c_cancels_runs_and_their_sandboxes_are_gone(cluster, tmp_path):
+    tag = 101
+    write_suite(tmp_path, {"held": [hold_step(tag)]})
+    proc = start(tmp_path, *ray_args(cluster), "--amb-repeats=2", "--amb-cancel-grace=20")
+    try:
+        tokens = wait_for(lambda: (lambda h: h if len(h) == 2 else None)(held(tmp_path)), 150, "two held cells")
+        assert len(sleepers(tag)) == 2
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, out[-3000:]  # pytest's "interrupted"
+    wait_for(lambda: not sleepers(tag), 30, "the sandboxes' processes to be gone")
+    for rid in tokens:  # each saved itself as interrupted (errored, never a score)
+        assert (tmp_path / "runs" / rid / "result.json").exists(), out[-5000:]
+        r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
+        assert r["errored"] and r["failure_mode"] == "interrupted"
+    assert not list((tmp_path / "runs").glob(".staging/*/*"))
+    assert not amb_actors_left(cluster)
+
+
+def test_node_loss_is_an_infra_error_retried_on_purpose_then_resume_reruns(cluster, tmp_path):
+    tag = 202
+    a = cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1})
+    b = cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1})
+    extra = []
+    write_suite(tmp_path, {"lossy": [hold_step(tag), SOLVE]}, resources={"gpus": 1, "gpu_kind": "a100"})
+    rid = "lossy__lite__reference__r1"
+    try:
+        # no retries: the run lost with its node is an errored run (infra_error), the test an ERROR
+        proc = start(tmp_path, *ray_args(cluster), "--amb-infra-retries=0")
+        first = wait_for(lambda: held(tmp_path).get(rid), 150, "the held cell")
+        (sleeper,) = sleepers(tag)
+        victim = next(n for n in (a, b) if _node_of_pid(n, sleeper))
+        cluster.remove_node(victim)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, out[-3000:]
+        assert "lost its Ray worker or node" in out
+        r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
+        assert r["errored"] and r["failure_mode"] == "infra_error"
+        wait_for(lambda: not sleepers(tag), 30, "the lost node's run to be gone")
+        # --amb-resume reruns only the errored run; with one retry allowed a second loss is survived
+        survivor = b if victim is a else a
+        extra.append(cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1}))
+        proc = start(tmp_path, *ray_args(cluster), "--amb-resume", "--amb-infra-retries=1")
+        second = wait_for(lambda: (lambda t: t if t and t != first else None)(held(tmp_path).get(rid)), 150,
+                          "the rerun's held cell")  # the lost run's box is recovered (removed) at start
+        (sleeper,) = sleepers(tag)
+        victim2 = next(n for n in (survivor, extra[0]) if _node_of_pid(n, sleeper))
+        cluster.remove_node(victim2)
+        wait_for(lambda: (lambda t: t if t and t != second else None)(held(tmp_path).get(rid)), 150,
+                 "the retry's held cell")
+        release(tmp_path)
+        out, _ = proc.communicate(timeout=150)
+        assert proc.returncode == 0, out[-3000:]
+        r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
+        assert not r.get("errored") and r["provenance"]["node"]["attempt"] == 1 and r["task_score"] == 1.0
+    finally:
+        if "proc" in locals() and proc.poll() is None:
+            proc.kill()
+        for n in (a, b, *extra):
+            if n in cluster.nodes:
+                cluster.remove_node(n)
+
+
+def _node_of_pid(node, pid: int) -> bool:
+    """Whether `pid` descends from `node`'s raylet."""
+    raylet = node.all_processes["raylet"][0].process.pid
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            return False
+        if pid == raylet:
+            return True
+    return False
+
+
+def test_a_resumed_controller_reattaches_to_runs_in_flight(cluster, tmp_path):
+    tag = 303
+    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]})
+    rid = "long__lite__reference__r1"
+    proc = start(tmp_path, *ray_args(cluster))
+    try:
+        token = wait_for(lambda: held(tmp_path).get(rid), 150, "the held cell")
+    finally:
+        proc.kill()  # the controller dies without a word (SIGKILL)
+        proc.communicate(timeout=60)
+    time.sleep(3)  # a run fate-shared with its driver would be gone by now
+    assert sleepers(tag), "the detached run died with its controller"
+    proc = start(tmp_path, *ray_args(cluster), "--amb-resume")
+    try:
+        # the new session's start (its lease, recovery, the janitor) leaves the live run alone
+        wait_for(lambda: f'"pid": {proc.pid}' in (tmp_path / "runs" / ".amb-lease.json").read_text()
+                 if (tmp_path / "runs" / ".amb-lease.json").exists() else False, 60, "the new session's lease")
+        time.sleep(3)
+        assert sleepers(tag) and held(tmp_path).get(rid) == token
+        release(tmp_path)
+        out, _ = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert (tmp_path / "runs" / rid / "workspace" / "token.txt").read_text().strip() == token  # not rerun
+    assert not amb_actors_left(cluster)
