@@ -118,6 +118,7 @@ def settings_from(config) -> RunSettings:
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
         judge=option("amb_judge"),
         resume=bool(config.getoption("amb_resume") or config.getini("amb_resume")),
+        with_solution=bool(config.getoption("amb_with_solution") or config.getini("amb_with_solution")),
         save=option("amb_save"),
         compare=option("amb_compare"),
         compare_fail=option("amb_compare_fail"),

@@ -48,6 +48,10 @@ def pytest_addoption(parser):
     group.addoption("--amb-resume", action="store_true", dest="amb_resume", default=None,
                     help="reuse finished runs whose configuration is unchanged; rerun the rest [ini: amb_resume]")
     parser.addini("amb_resume", "reuse finished runs whose configuration is unchanged", type="bool", default=False)
+    group.addoption("--amb-with-solution", action="store_true", dest="amb_with_solution", default=None,
+                    help="give the agent the task's solution report (ReX-MLE's 'w/ sol.'; a task without one "
+                         "is n/a) [ini: amb_with_solution]")
+    parser.addini("amb_with_solution", "give the agent the task's solution report", type="bool", default=False)
 
 
 def pytest_configure(config):

@@ -24,7 +24,8 @@ from .data import TaskData
 from .errors import RunFacts, detect
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, load_in_background, preflight
-from .runfiles import RunFilesError, config_hash, run_id, start_run, write_run_files  # noqa: F401 (re-exported)
+from .conditions import run_settings
+from .runfiles import RunFilesError, config_hash, run_id, start_run, task_run_id, write_run_files  # noqa: F401 (re-exported)
 from .sandbox import SandboxConfig, SandboxError
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
 from .settings import RunSettings
@@ -175,7 +176,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
     except LookupError as e:  # a metric.module that does not import: one line naming the task file
         raise TaskSpecError(task.path, "metric.module", str(e).removeprefix("metric.module ")) from None
-    rid = run_id(spec.id, tier, settings.model, repeat)
+    rid = task_run_id(task, tier, repeat, settings)
     folder = start_run(settings.runs_dir, rid)
     workspace = folder.workspace
     try:
@@ -187,6 +188,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
                                ro_binds=agent.program_folders(), **settings.sandbox_options.config_fields())
         config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
         started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        run_conditions = run_settings(task, settings, agent)  # the settings block (conditions.py)
         # Built before the run, so a judge that cannot start (no API key) costs no agent run.
         llm_judge = judge_for(settings.judge, Path(settings.runs_dir) / ".judge-cache", settings.cost_fn)
         sandbox = PolicyGuard(settings.make_sandbox(config), inference_only=spec.policy.inference_only)
@@ -231,6 +233,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             "api_faults": record.api_faults,
             "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
             "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
+            "settings": run_conditions,
             "provenance": {
                 "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
                 "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,

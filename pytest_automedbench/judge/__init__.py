@@ -16,6 +16,7 @@ from typing import Any
 from .heuristic import StageVerdict, judge
 
 HEURISTIC = "heuristic"
+JUDGE_VERSION = "1"
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,

@@ -193,6 +193,16 @@ class RexMLE(Strict):
     synthetic_leaderboard: bool = False  # True for demo challenges whose "humans" were made up
 
 
+class Solution(Strict):
+    """The winning team's solution report (ReX-MLE's "w/ sol." condition; docs/rexmle.md): a file the
+    user provides (Kaggle write-ups are not shipped), relative to the task file. `--amb-with-solution`
+    puts it in the brief and read-only in the workspace, cut at `max_bytes`."""
+
+    file: str
+    max_bytes: int = Field(default=100_000, gt=0, le=2_000_000)
+    source: str | None = None  # where the report comes from (a URL, a paper)
+
+
 class TaskSpec(Strict):
     id: str
     track: Track
@@ -211,6 +221,7 @@ class TaskSpec(Strict):
     reference_solution: str | None = None  # step file (relative to the task file) for --amb-model=reference
     tags: list[str] = Field(default_factory=list)
     rexmle: RexMLE | None = None  # set for ReX-MLE challenges (ranked against human leaderboards)
+    solution: Solution | None = None  # a solution report for --amb-with-solution (None: that condition is n/a)
 
     @field_validator("version", mode="before")
     @classmethod
