@@ -17,6 +17,7 @@ SUBCOMMANDS = [
     "pytest_automedbench.cli_rank",
     "pytest_automedbench.cli_capabilities",
     "pytest_automedbench.cli_suites",
+    "pytest_automedbench.cli_ablation",
 ]
 
 

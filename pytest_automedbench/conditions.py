@@ -46,6 +46,43 @@ def solution_file(task) -> Path | None:
     return task.resolve(sol.file) if sol is not None else None
 
 
+SOLUTION_DIR = "solution"  # workspace/solution/<file>: the report, read-only (mode 0444)
+
+
+def solution_unavailable(task, settings) -> str | None:
+    """Why --amb-with-solution cannot run this task (its run would be a copy of the one without), or None.
+
+    A task without a `solution:` is n/a for the condition; a task whose report the user has not put
+    in place says where it goes."""
+    if not getattr(settings, "with_solution", False):
+        return None
+    if getattr(task.spec, "solution", None) is None:
+        return f"n/a with --amb-with-solution: {task.spec.id} has no solution report (task file {task.path})"
+    path = solution_file(task)
+    if not path.is_file():
+        return (f"n/a with --amb-with-solution: {task.spec.id}: solution report {path} not found (solution.file "
+                f"in {task.path}; the winning team's write-up, which you provide)")
+    return None
+
+
+def give_solution(task, settings, workspace: Path) -> str:
+    """Put the solution report read-only into the workspace; the brief's section about it ('' without)."""
+    if solution_unavailable(task, settings) is not None or not getattr(settings, "with_solution", False):
+        return ""
+    path, cap = solution_file(task), task.spec.solution.max_bytes
+    raw = path.read_bytes()
+    text = raw[:cap].decode("utf-8", errors="replace")
+    cut = len(raw) > cap
+    folder = Path(workspace) / SOLUTION_DIR
+    folder.mkdir(exist_ok=True)
+    copy = folder / path.name
+    copy.write_text(text + ("\n[... cut at %d bytes]\n" % cap if cut else ""), encoding="utf-8")
+    copy.chmod(0o444)
+    return (f"\n\n## The winning solution's report\n\nThe report of a winning team's solution to this task is "
+            f"given to you (read-only: /workspace/{SOLUTION_DIR}/{path.name}"
+            f"{f'; cut at {cap} bytes' if cut else ''}). Use it as you see fit.\n\n---\n{text}\n---\n")
+
+
 def _digest(path: Path | None) -> str | None:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
@@ -71,7 +108,7 @@ def run_settings(task, settings, agent=None, executor_node: str | None = None) -
     """result.json's `settings` block: the effective limits and every condition of the run."""
     p = task.spec.policy
     with_solution = bool(getattr(settings, "with_solution", False))
-    sol = solution_file(task) if with_solution else None
+    sol = solution_file(task) if with_solution and solution_unavailable(task, settings) is None else None
     return {
         "time_limit_s": settings.time_limit_s or p.time_limit_s,
         "max_turns": settings.max_turns or p.max_turns,
@@ -81,6 +118,7 @@ def run_settings(task, settings, agent=None, executor_node: str | None = None) -
         # "n/a": the condition was asked for but the task has no solution report
         "with_solution": (True if sol is not None else "n/a") if with_solution else False,
         "solution_sha256": _digest(sol),
+        "solution_report": getattr(task.spec, "solution", None) is not None,  # the task names one
         "agent": settings.model,
         "agent_version": getattr(agent, "version", None) if agent is not None else None,
         "agent_model_id": getattr(agent, "model_id", None) if agent is not None else None,
@@ -145,4 +183,5 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = ["HASHED", "data_version", "differences", "duration_tag", "hashed_conditions", "judge_version",
-           "non_default", "run_id_conditions", "run_settings", "solution_file"]
+           "give_solution", "non_default", "run_id_conditions", "run_settings", "solution_file",
+           "solution_unavailable"]

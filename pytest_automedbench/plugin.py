@@ -26,6 +26,7 @@ from .sandbox import MEMORY_NOT_ENFORCED, SandboxError, isolation_of, memory_lim
 from .settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
+from .conditions import solution_unavailable
 from .selection import deselect_missing_tiers, no_tier_line, tiers_collected
 from .validate import check as check_settings
 
@@ -266,6 +267,9 @@ class TaskItem(pytest.Item):
         self.config.hook.pytest_amb_run_finished(result=self.result, config=self.config)
 
     def _execute(self, settings):
+        not_applicable = solution_unavailable(self.task, settings)  # --amb-with-solution on a task without one
+        if not_applicable:
+            pytest.skip(not_applicable)
         try:
             data = ensure_prepared(self.task, settings.data_dir)
         except DataNotPrepared as e:

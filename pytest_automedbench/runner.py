@@ -24,7 +24,7 @@ from .data import TaskData
 from .errors import RunFacts, detect
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, load_in_background, preflight
-from .conditions import run_settings
+from .conditions import give_solution, run_settings
 from .runfiles import RunFilesError, config_hash, run_id, start_run, task_run_id, write_run_files  # noqa: F401 (re-exported)
 from .sandbox import SandboxConfig, SandboxError
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
@@ -180,7 +180,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     folder = start_run(settings.runs_dir, rid)
     workspace = folder.workspace
     try:
-        brief = build_brief(spec, tier)
+        brief = build_brief(spec, tier) + give_solution(task, settings, workspace)  # '' without --amb-with-solution
         (workspace / "TASK.md").write_text(brief, encoding="utf-8")
         limits = limits_for(task, settings)
         config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,

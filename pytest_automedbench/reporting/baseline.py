@@ -25,7 +25,7 @@ BASELINE_SCHEMA_VERSION = 1
 GATE_METRICS = ("overall", "agentic", "task", "completion", *STAGES)
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _RUN_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
-             "completion_rate", "stages", "submitted", "failure_mode", "medal", "cost_usd", "settings")
+             "completion_rate", "stages", "submitted", "failure_mode", "medal", "cost_usd", "settings", "rexmle")
 
 
 class BaselineError(Exception):
@@ -87,7 +87,10 @@ def save(name: str, report_dir: Path, runs: list[dict[str, Any]], agg: dict[str,
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"schema_version": BASELINE_SCHEMA_VERSION, "name": name,
            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "provenance": provenance(runs),
-           "aggregate": agg, "runs": [{k: r.get(k) for k in _RUN_KEYS} for r in runs]}
+           "aggregate": agg, "runs": [{**{k: r.get(k) for k in _RUN_KEYS},
+                                       # the primary value, for `automedbench ablation` across baselines
+                                       "task_metrics": {k: (r.get("task_metrics") or {}).get(k) for k in ("name", "value")}}
+                                      for r in runs]}
     atomic_write(path, json.dumps(doc, indent=2))
     return path
 
