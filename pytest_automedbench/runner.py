@@ -22,6 +22,7 @@ from .agents import Agent, AgentError
 from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
 from .errors import RunFacts, detect
+from .gpu_usage import sampler_for
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, load_in_background, preflight
 from .conditions import give_solution, run_settings
@@ -197,10 +198,12 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         raise
     error: BaseException | None = None
     scorer_loading = None
+    gpu = sampler_for(config.gpus, sandbox)  # NVML samples of the run's own processes (gpu_usage.py)
     try:
         with sandbox:
             agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
+            gpu.start()
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                                cost_fn=settings.cost_fn, on_step=on_step).run(brief)
     except BaseException as exc:  # an infrastructure fault or an interrupt: keep the partial run (tokens spent)
@@ -209,6 +212,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             folder.discard()
             raise
         error = exc
+    finally:
+        gpu_used = gpu.stop()  # None on CPU
     scores: dict[str, Any] | None = None
     scoring_error: Exception | None = None
     try:
@@ -234,6 +239,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
             "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
             "settings": run_conditions,
+            "gpu": gpu_used,
             "provenance": {
                 "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
                 "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,

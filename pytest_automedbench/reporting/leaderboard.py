@@ -32,6 +32,9 @@ METRICS = {
     "tokens": lambda r: sum((r.get("tokens") or {}).values()) if r.get("tokens") is not None else None,
     "cost_usd": lambda r: r.get("cost_usd"),
     "with_codes": lambda r: 1.0 if errors.fired_codes(r) else 0.0,
+    # GPU use (result.json `gpu`, gpu_usage.py); None on CPU, so a CPU-only row has neither
+    "gpu_peak_memory_pct": lambda r: (r.get("gpu") or {}).get("peak_memory_pct"),
+    "gpu_utilization_pct": lambda r: (r.get("gpu") or {}).get("mean_utilization_pct"),
 }
 MEDALS = ("A", "B", "C", "F")
 BENCHMARKS = ("automedbench", "rexmle")
