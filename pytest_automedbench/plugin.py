@@ -62,6 +62,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{tier}: automedbench {tier} tier runs")
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
     config.addinivalue_line("markers", "rexmle: ReX-MLE challenges (ranked against human leaderboards; pro only)")
+    config.addinivalue_line("markers", "mlebench: MLE-bench's medical competitions (Kaggle medals; pro only)")
     try:
         config.stash[SETTINGS_KEY] = settings = settings_from(config)
         check_settings(settings, config)  # before any run or pytest-xdist worker starts
@@ -204,7 +205,8 @@ class TaskFile(pytest.File):
                 item = TaskItem.from_parent(self, name=f"{task.spec.track}/{task.spec.id}[{tier}{suffix}]",
                                             task=task, tier=tier, repeat=repeat)
                 item.tier_missing = missing
-                for mark in (task.spec.track, tier, "automedbench", *(["rexmle"] if task.spec.rexmle else [])):
+                for mark in (task.spec.track, tier, "automedbench", *(["rexmle"] if task.spec.rexmle else []),
+                             *(["mlebench"] if task.spec.mlebench else [])):
                     item.add_marker(mark)
                 yield item
 

@@ -88,6 +88,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                         submitted=record.submitted)
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
     section = _rexmle_section(task, track, outputs, data, record)
+    mle = _mlebench_section(task, track)
     return {
         "overall": round(s.overall, 4),
         "agentic": round(s.agentic, 6),
@@ -99,8 +100,8 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
         # A ReX-MLE run's medal is its place among the humans (gold / silver / bronze / above_median /
         # None); the A/B/C band stays beside it as band_medal.
-        "medal": rexmle_medal(section) if section else s.medal,
-        **({"band_medal": s.medal} if section else {}),
+        "medal": rexmle_medal(section) if section else _mlebench_medal(mle) if mle else s.medal,
+        **({"band_medal": s.medal} if section or mle else {}),
         # False when a metric component could not run here (an offline fallback): not comparable across sites
         "comparable": track.diagnostics.get("comparable") is not False,
         **({"not_comparable": track.diagnostics.get("not_comparable")}
@@ -109,6 +110,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "error_codes": detect(facts),
         "judge": judge_info,
         **({"rexmle": section} if section else {}),
+        **({"mlebench": mle} if mle else {}),
     }
 
 
@@ -124,6 +126,21 @@ def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: T
     from . import rexmle  # pandas and the leaderboards load only for ReX-MLE tasks
 
     return rexmle.result_section(task, track, outputs, data, record)
+
+
+def _mlebench_section(task: LoadedTask, track: TrackResult):
+    """An MLE-bench competition's block: the score and MLE-bench's Kaggle medal (rexmle/mlebench)."""
+    if getattr(task.spec, "mlebench", None) is None:
+        return None
+    from .rexmle import mlebench
+
+    return mlebench.result_section(task, track)
+
+
+def _mlebench_medal(section: dict[str, Any]) -> str | None:
+    from .rexmle import mlebench
+
+    return mlebench.medal(section)
 
 
 class ScoringError(Exception):

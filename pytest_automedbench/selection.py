@@ -1,7 +1,7 @@
 """Which tiers a session collects, and the tasks deselected because they lack the tier asked for.
 
 `--amb-tier` picks the tiers (default lite); when it is not given and `-m` names a tier or the
-`rexmle` marker, every tier is collected and the markers pick (`-m pro`, `-m rexmle`). A task
+`rexmle` or `mlebench` marker, every tier is collected and the markers pick (`-m pro`, `-m rexmle`). A task
 with none of the tiers asked for (a ReX-MLE challenge has only pro) is collected at its own tiers,
 then deselected, and the session ends with one line saying how many and how to run them.
 """
@@ -15,9 +15,9 @@ from .tasks import TIERS
 
 def tiers_collected(config, settings: RunSettings) -> tuple[str, ...]:
     """--amb-tier's tiers; every tier when --amb-tier is not set and `-m` names a tier or the
-    rexmle marker (`-m pro`, `-m rexmle`: the markers then pick the tiers)."""
+    rexmle / mlebench marker (`-m pro`, `-m rexmle`, `-m mlebench`: the markers then pick the tiers)."""
     explicit = config.getoption("amb_tier") is not None or "amb_tier" in config.inicfg
-    named = set(re.findall(r"[A-Za-z_]\w*", config.option.markexpr or "")) & {*TIERS, "rexmle"}
+    named = set(re.findall(r"[A-Za-z_]\w*", config.option.markexpr or "")) & {*TIERS, "rexmle", "mlebench"}
     if not explicit and named:
         return TIERS
     return settings.tiers_wanted(TIERS)

@@ -1,0 +1,163 @@
+"""Preparers of MLE-bench's medical competitions: the public/private split MLE-bench makes from the
+Kaggle download (its mlebench/competitions/<id>/prepare.py at 783b15a, rewritten), then a check of
+the prepared files against MLE-bench's checksums.yaml (md5) from the user's MLE-bench checkout
+(`$AMB_MLEBENCH_DIR`), naming every file that differs. Called as `prepare(public, private,
+source=DIR, competition=ID)` by `automedbench prepare TASK --source DIR` with DIR the unzipped Kaggle
+download. Kaggle's description.md is copied from the checkout into public/ when it is there.
+
+The split is MLE-bench's own: the same sklearn `train_test_split` calls (random_state 0, the same
+test fractions), the same columns and CSV writing, so the md5 of every CSV equals MLE-bench's.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+from .preparers.common import LayoutError
+from .rexmle_prepare import _listing
+
+
+class SourceLayoutError(LayoutError):
+    """The download is not the Kaggle competition's layout; the message names what is missing."""
+
+
+class ChecksumMismatch(LayoutError):
+    """Prepared files differ from MLE-bench's checksums; the message names each file."""
+
+
+def _read_csv(path: Path, **kw):
+    import pandas as pd
+
+    if not path.is_file():
+        raise SourceLayoutError(f"{path.name} not found in {path.parent} (the unzipped Kaggle download); "
+                                f"it holds: {_listing(path.parent)}")
+    # MLE-bench reads with float_precision="round_trip"; these competitions' CSVs hold no floats, and
+    # pandas 3 deprecates the argument
+    return pd.read_csv(path, **kw)
+
+
+def _copy(ids, src: Path, dst: Path, suffix: str = "") -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for file_id in ids:
+        source = src / f"{file_id}{suffix}"
+        if not source.exists():
+            raise SourceLayoutError(f"{source} not found (listed in the labels but not in the download)")
+        if source.is_dir():
+            shutil.copytree(source, dst / f"{file_id}{suffix}", dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, dst / f"{file_id}{suffix}")
+
+
+def histopathologic_cancer_detection(raw: Path, public: Path, private: Path) -> None:
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train_labels.csv")
+    num_test = len(list((raw / "test").glob("*.tif")))
+    test_ratio = num_test / (len(old_train) + num_test)
+    train_ids, test_ids = train_test_split(old_train["id"], test_size=test_ratio, random_state=0)
+    new_train = old_train[old_train["id"].isin(train_ids)]
+    new_test = old_train[old_train["id"].isin(test_ids)]
+    _copy(train_ids, raw / "train", public / "train", ".tif")
+    _copy(test_ids, raw / "train", public / "test", ".tif")
+    sample = new_test.copy()
+    sample["label"] = 0
+    new_train.to_csv(public / "train_labels.csv", index=False)
+    new_test.to_csv(private / "answers.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+def rsna_miccai_radiogenomic(raw: Path, public: Path, private: Path) -> None:
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train_labels.csv", dtype={"BraTS21ID": str, "MGMT_value": int})
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    _copy(new_train["BraTS21ID"], raw / "train", public / "train")
+    _copy(new_test["BraTS21ID"], raw / "train", public / "test")
+    sample = new_test.copy()
+    sample["MGMT_value"] = 0.5
+    new_train.to_csv(public / "train_labels.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+def ranzcr_clip(raw: Path, public: Path, private: Path) -> None:
+    from sklearn.model_selection import train_test_split
+
+    from ..rexmle.mlebench.grading import RANZCR_CLASSES
+
+    old_train = _read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    annotations = _read_csv(raw / "train_annotations.csv")
+    new_annotations = annotations[annotations["StudyInstanceUID"].isin(new_train["StudyInstanceUID"])]
+    _copy(new_train["StudyInstanceUID"], raw / "train", public / "train", ".jpg")
+    _copy(new_test["StudyInstanceUID"], raw / "train", public / "test", ".jpg")
+    sample = new_test[["StudyInstanceUID"] + RANZCR_CLASSES].copy()
+    sample[RANZCR_CLASSES] = 0
+    new_train.to_csv(public / "train.csv", index=False)
+    new_annotations.to_csv(public / "train_annotations.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+PREPARERS = {
+    "histopathologic-cancer-detection": histopathologic_cancer_detection,
+    "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
+    "ranzcr-clip-catheter-line-classification": ranzcr_clip,
+}
+
+
+def md5(path: Path) -> str:
+    h = hashlib.md5()  # noqa: S324 - MLE-bench's checksums are md5
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(public: Path, private: Path, expected: dict) -> list[str]:
+    """Every prepared file whose md5 differs from MLE-bench's checksums.yaml (or is missing)."""
+    problems = []
+    for side, folder in (("public", public), ("private", private)):
+        for name, digest in sorted((expected.get(side) or {}).items()):
+            if isinstance(digest, dict):  # a folder's files: not listed for these competitions
+                continue
+            path = folder / name
+            if not path.is_file():
+                problems.append(f"{side}/{name}: missing")
+            elif md5(path) != digest:
+                problems.append(f"{side}/{name}: md5 {md5(path)}, MLE-bench's checksums.yaml says {digest}")
+    return problems
+
+
+def prepare(public: Path, private: Path, source=None, competition: str = "", checkout: str | None = None,
+            progress=None) -> None:
+    """Split the Kaggle download as MLE-bench does, then check MLE-bench's checksums (see the module doc)."""
+    from ..rexmle.mlebench import checkout as mlebench_checkout
+
+    if source is None:
+        raise SourceLayoutError("no source folder: run `automedbench prepare TASK --source DIR` with DIR the "
+                                "unzipped Kaggle download")
+    raw = Path(source).expanduser()
+    try:
+        preparer = PREPARERS[competition]
+    except KeyError:
+        raise SourceLayoutError(f"no preparer for MLE-bench competition {competition!r}") from None
+    preparer(raw, Path(public), Path(private))
+    root = Path(checkout).expanduser() if checkout else None
+    expected, problem = mlebench_checkout.checksums(competition, root)
+    if expected is None:
+        print(f"automedbench prepare: {competition}: split not checked against MLE-bench's checksums ({problem})",
+              file=sys.stderr)
+    else:
+        differs = verify(Path(public), Path(private), expected)
+        if differs:
+            raise ChecksumMismatch(f"{competition}: the prepared files differ from MLE-bench's checksums.yaml "
+                                   f"(another Kaggle download version?): " + "; ".join(differs))
+    description, _ = mlebench_checkout.read_file(competition, "description.md", root)
+    if description is not None:
+        (Path(public) / "description.md").write_bytes(description)
+
+
+__all__ = ["ChecksumMismatch", "PREPARERS", "SourceLayoutError", "md5", "prepare", "verify"]
