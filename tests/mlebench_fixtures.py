@@ -8,13 +8,14 @@ import io
 import numpy as np
 import pandas as pd
 
+BREAST = "rsna-breast-cancer-detection"
 HCD, RSNA_RG, RANZCR = ("histopathologic-cancer-detection", "rsna-miccai-brain-tumor-radiogenomic-classification",
                         "ranzcr-clip-catheter-line-classification")
 RANZCR_KAGGLE = ["ETT - Abnormal", "ETT - Borderline", "ETT - Normal", "NGT - Abnormal", "NGT - Borderline",
                  "NGT - Incompletely Imaged", "NGT - Normal", "CVC - Abnormal", "CVC - Borderline", "CVC - Normal",
                  "Swan Ganz Catheter Present"]
 TARGETS = {HCD: ("id", ["label"]), RSNA_RG: ("BraTS21ID", ["MGMT_value"]),
-           RANZCR: ("StudyInstanceUID", RANZCR_KAGGLE[:9])}
+           RANZCR: ("StudyInstanceUID", RANZCR_KAGGLE[:9]), BREAST: ("prediction_id", ["cancer"])}
 
 
 def hcd(raw):
@@ -54,7 +55,27 @@ def ranzcr(raw):
                                                                              index=False)
 
 
-BUILDERS = {HCD: hcd, RSNA_RG: rsna_rg, RANZCR: ranzcr}
+def breast(raw):
+    rng = np.random.default_rng(4)
+    rows = []
+    for patient in sorted(rng.choice(60000, 50, replace=False)):
+        cancer = {side: int(rng.random() < 0.3) for side in "LR"}
+        age = float(rng.integers(40, 80)) if rng.random() < 0.9 else float("nan")
+        for side in "LR":
+            for view in ("CC", "MLO")[: 1 + int(rng.integers(0, 2))]:
+                image = int(rng.integers(10 ** 9))
+                rows.append({"site_id": int(rng.integers(1, 3)), "patient_id": int(patient), "image_id": image,
+                             "laterality": side, "view": view, "age": age, "cancer": cancer[side],
+                             "biopsy": cancer[side], "invasive": 0, "BIRADS": float(rng.integers(0, 3)),
+                             "implant": 0, "density": "ABCD"[int(rng.integers(0, 4))],
+                             "machine_id": int(rng.integers(20, 50)), "difficult_negative_case": False})
+                folder = raw / "train_images" / str(patient)
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / f"{image}.dcm").write_bytes(b"DICM" + str(image).encode())
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+
+
+BUILDERS = {HCD: hcd, RSNA_RG: rsna_rg, RANZCR: ranzcr, BREAST: breast}
 
 
 def _text(frame):

@@ -57,9 +57,10 @@ def test_every_task_has_its_grader_preparer_and_golden_cases():
         assert spec.policy.inference_only is False and spec.tiers.available() == ["pro"]
         assert spec.data.params == {"competition": comp} and spec.data.needs_source
         assert "mlebench" in spec.tags and spec.metric.module == "pytest_automedbench.rexmle.mlebench"
+        assert spec.metric.name == spec.mlebench.metric
     # ReX-MLE's Table 2 human values; HCD awards no Kaggle medals (MLE-bench's config.yaml)
     assert {c: (t.spec.mlebench.human_value, t.spec.mlebench.awards_medals) for c, t in TASKS.items()} == {
-        fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True)}
+        fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True), fx.BREAST: (0.49, True)}
 
 
 def fake_checkout(tmp_path, competition, digests=None, description=True):
@@ -89,17 +90,21 @@ def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp
     assert answers == TASKS[competition].spec.mlebench.answers and not (public / answers).exists() \
         or answers == "test.csv"
     id_col, targets = fx.TARGETS[competition]
-    test_ids = set(pd.read_csv(private / answers)[id_col].astype(str))
-    train_files = {p.name.removesuffix(p.suffix) if p.is_file() else p.name for p in (public / "train").iterdir()}
-    test_files = {p.name.removesuffix(p.suffix) if p.is_file() else p.name for p in (public / "test").iterdir()}
-    assert {str(int(i)) if competition == fx.RSNA_RG else i for i in test_files} == \
-        {str(int(i)) if competition == fx.RSNA_RG else i for i in test_ids}
+    train_dir, test_dir = ("train_images", "test_images") if competition == fx.BREAST else ("train", "test")
+    train_files = {p.name.removesuffix(p.suffix) if p.is_file() else p.name for p in (public / train_dir).iterdir()}
+    test_files = {p.name.removesuffix(p.suffix) if p.is_file() else p.name for p in (public / test_dir).iterdir()}
+    if competition == fx.BREAST:  # patient folders; one answer per patient x laterality
+        test_ids = {i.split("_")[0] for i in pd.read_csv(private / answers)[id_col]}
+    else:
+        test_ids = {str(int(i)) if competition == fx.RSNA_RG else str(i)
+                    for i in pd.read_csv(private / answers)[id_col]}
+    assert {str(int(i)) if competition == fx.RSNA_RG else i for i in test_files} == test_ids
     assert not train_files & test_files
-    for name in ("sample_submission.csv",):  # the public CSVs carry no test labels
-        assert set(pd.read_csv(public / name)[targets[0]]) <= {0, 0.5}
+    sample = pd.read_csv(public / "sample_submission.csv")  # the public CSVs carry no test labels
+    assert all(sample[t].nunique() == 1 for t in targets)
 
     # Another download (one label changed): every file that differs is named
-    labels = raw / ("train.csv" if competition == fx.RANZCR else "train_labels.csv")
+    labels = raw / ("train.csv" if competition in (fx.RANZCR, fx.BREAST) else "train_labels.csv")
     frame = pd.read_csv(labels, dtype=str)
     target = fx.RANZCR_KAGGLE[0] if competition == fx.RANZCR else targets[0]
     frame.loc[:, target] = frame[target].map({"0": "1", "1": "0"})
@@ -111,7 +116,7 @@ def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp
         prepare(public, private, source=raw, competition=competition, checkout=str(checkout))
     message = str(e.value)
     assert f"private/{answers}: md5" in message and "MLE-bench's checksums.yaml says" in message
-    assert "public/sample_submission.csv" not in message or competition == fx.RSNA_RG
+    assert "public/sample_submission.csv" not in message or competition in (fx.RSNA_RG, fx.BREAST)
 
     # No checkout: prepared, with one line saying the split was not checked
     monkeypatch.delenv("AMB_MLEBENCH_DIR", raising=False)
@@ -205,7 +210,7 @@ def test_without_a_checkout_the_run_is_graded_and_says_why_it_has_no_medal(tmp_p
 def test_suite_collects_with_the_mlebench_marker(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("AMB_DATA_DIR", str(tmp_path / "data"))
     r = pytester.runpytest(str(SUITE), "-m", "mlebench", "--collect-only", "-q", "-p", "no:cacheprovider")
-    r.stdout.fnmatch_lines([f"*mlebench-{name}[[]pro[]]*" for name in ("hcd", "ranzcr", "rsna-rg")]
+    r.stdout.fnmatch_lines([f"*mlebench-{name}[[]pro[]]*" for name in ("hcd", "ranzcr", "rsna-bc", "rsna-rg")]
                            + [f"*{len(COMPETITIONS)} tests collected*"])
     r = pytester.runpytest(str(SUITE), "-m", "mlebench", "-rs", "-p", "no:cacheprovider",
                            f"--amb-runs-dir={tmp_path / 'runs'}", f"--amb-report-dir={tmp_path / 'reports'}")

@@ -33,8 +33,10 @@ def _read_csv(path: Path, **kw):
     if not path.is_file():
         raise SourceLayoutError(f"{path.name} not found in {path.parent} (the unzipped Kaggle download); "
                                 f"it holds: {_listing(path.parent)}")
-    # MLE-bench reads with float_precision="round_trip"; these competitions' CSVs hold no floats, and
-    # pandas 3 deprecates the argument
+    # MLE-bench's read_csv parses floats with float_precision="round_trip", pandas 3's default (which
+    # deprecates the argument); so floats are written back byte for byte as MLE-bench writes them
+    if int(pd.__version__.split(".")[0]) < 3:
+        kw.setdefault("float_precision", "round_trip")
     return pd.read_csv(path, **kw)
 
 
@@ -101,10 +103,38 @@ def ranzcr_clip(raw: Path, public: Path, private: Path) -> None:
     sample.to_csv(public / "sample_submission.csv", index=False)
 
 
+BREAST_TEST_COLUMNS = ["site_id", "patient_id", "image_id", "laterality", "view", "age", "implant", "machine_id",
+                       "prediction_id"]
+
+
+def rsna_breast_cancer(raw: Path, public: Path, private: Path) -> None:
+    """Split by patient (10%, random_state 42); one answer row per patient x laterality (the first)."""
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train.csv")
+    train_patients, test_patients = train_test_split(old_train["patient_id"].unique(), test_size=0.1,
+                                                     random_state=42)
+    new_train = old_train[old_train["patient_id"].isin(set(train_patients))].copy()
+    answers = old_train[old_train["patient_id"].isin(set(test_patients))][BREAST_TEST_COLUMNS[:-1] + ["cancer"]].copy()
+    new_train.to_csv(public / "train.csv", index=False)
+    answers["prediction_id"] = answers["patient_id"].astype(str) + "_" + answers["laterality"]
+    test = answers.drop(columns=["cancer"])
+    test.to_csv(public / "test.csv", index=False)
+    answers = answers[["prediction_id", "cancer"]].groupby("prediction_id").first().reset_index()
+    answers.to_csv(private / "answers.csv", index=False)
+    sample = answers.copy()
+    sample["cancer"] = new_train.cancer.mean()
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    for folder, frame in (("train_images", new_train), ("test_images", test)):
+        for patient, images in frame.groupby("patient_id")["image_id"]:
+            _copy([f"{i}.dcm" for i in images], raw / "train_images" / str(patient), public / folder / str(patient))
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
     "ranzcr-clip-catheter-line-classification": ranzcr_clip,
+    "rsna-breast-cancer-detection": rsna_breast_cancer,
 }
 
 

@@ -75,10 +75,42 @@ def ranzcr_clip(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
                              for name in RANZCR_CLASSES]))
 
 
+def pf1(labels, predictions) -> float:
+    """Kaggle's probabilistic F1 (beta 1): predictions clipped to [0, 1], expected true and false
+    positives from the probabilities; 0 when precision or recall is not positive (incl. 0/0)."""
+    p = np.clip(np.asarray(predictions, dtype=float), 0, 1)
+    positive = np.asarray(labels).astype(bool)
+    ctp, cfp, n_true = float(p[positive].sum()), float(p[~positive].sum()), int(positive.sum())
+    precision = ctp / (ctp + cfp) if ctp + cfp else float("nan")
+    recall = ctp / n_true if n_true else (float("inf") if ctp else float("nan"))
+    if precision > 0 and recall > 0:
+        return 2 * precision * recall / (precision + recall)
+    return 0.0
+
+
+def rsna_breast_cancer(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """Probabilistic F1 of `cancer` by `prediction_id` (MLE-bench's pfbeta with beta 1)."""
+    for col in ("prediction_id", "cancer"):
+        if col not in submission.columns:
+            raise InvalidSubmission(f"{col} not in submission")
+    if len(submission) != len(answers):
+        raise InvalidSubmission("submission and answers have different lengths")
+    sub = submission.sort_values(by="prediction_id")
+    ans = answers.sort_values(by="prediction_id")
+    if (sub["prediction_id"].values != ans["prediction_id"].values).any():
+        raise InvalidSubmission("prediction_id not aligned")
+    try:
+        predictions = pd.to_numeric(sub["cancer"]).to_numpy()
+    except (ValueError, TypeError) as e:  # MLE-bench's min/max fail: an invalid submission
+        raise InvalidSubmission(f"cancer must be numeric ({e})") from None
+    return float(pf1(ans["cancer"].to_numpy(), predictions))
+
+
 GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
     "ranzcr-clip-catheter-line-classification": ranzcr_clip,
+    "rsna-breast-cancer-detection": rsna_breast_cancer,
 }
 
 
