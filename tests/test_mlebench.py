@@ -216,3 +216,20 @@ def test_suite_collects_with_the_mlebench_marker(pytester, monkeypatch, tmp_path
                            f"--amb-runs-dir={tmp_path / 'runs'}", f"--amb-report-dir={tmp_path / 'reports'}")
     r.assert_outcomes(skipped=len(COMPETITIONS))
     r.stdout.fnmatch_lines(["*automedbench prepare mlebench-hcd --source DIR*"])
+
+
+def test_automedbench_prepare_cli_names_the_file_that_differs(tmp_path, monkeypatch, capsys):
+    from pytest_automedbench.cli import main as cli
+
+    raw = tmp_path / "raw"
+    fx.BUILDERS[fx.HCD](raw)
+    digests = json.loads(json.dumps(BY_MLEBENCH["checksums"][fx.HCD]))
+    monkeypatch.setenv("AMB_MLEBENCH_DIR", str(fake_checkout(tmp_path, fx.HCD)))
+    args = ["prepare", "mlebench-hcd", "--source", str(raw), "--data-dir", str(tmp_path / "data"),
+            "--suites", str(SUITE.parent)]
+    assert cli(args) == 0 and "mlebench-hcd: done" in capsys.readouterr().out
+    digests["private"]["answers.csv"] = "0" * 32  # a checkout whose checksums disagree
+    (tmp_path / "mle-bench" / "mlebench" / "competitions" / fx.HCD / "checksums.yaml").write_text(yaml.safe_dump(digests))
+    assert cli([*args, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "private/answers.csv: md5" in err and "Traceback" not in err and "train_labels.csv" not in err
