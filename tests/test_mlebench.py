@@ -233,3 +233,17 @@ def test_automedbench_prepare_cli_names_the_file_that_differs(tmp_path, monkeypa
     assert cli([*args, "--force"]) == 2
     err = capsys.readouterr().err
     assert "private/answers.csv: md5" in err and "Traceback" not in err and "train_labels.csv" not in err
+
+
+def test_leaderboard_shows_the_kaggle_medal_and_keeps_the_band():
+    from pytest_automedbench.reporting.leaderboard import aggregate
+    from pytest_automedbench.reporting.tables import level_table
+
+    run = {"run_id": "r", "task_id": "mlebench-hcd", "track": "classification", "tier": "pro", "model": "m",
+           "repeat": 1, "overall": 60.0, "agentic": 0.5, "task_score": 0.7, "completion_rate": 1.0,
+           "failure_mode": None, "stages": {s: 0.5 for s in ("S1", "S2", "S3", "S4", "S5")}, "submitted": True,
+           "medal": "silver", "band_medal": "B", "mlebench": {"valid": True, "medal": "silver"}}
+    row = aggregate([run])["tasks"][0]
+    assert row["medals"]["B"] == 1 and row["rexmle_medals"] == {"silver": 1}
+    table = level_table(aggregate([run]), "tasks")
+    assert table.rows[0][[c.header for c in table.columns].index("medal")].text == "silver"

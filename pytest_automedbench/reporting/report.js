@@ -67,6 +67,9 @@ function show(i) {
                            `util ${r.gpu.mean_utilization_pct === null ? '?' : r.gpu.mean_utilization_pct + '%'} · idle ${r.gpu.idle_s} s` +
                            (r.gpu.gpu_shared ? ' · shared card' : '')) : null,
     r.settings && r.settings.with_solution === true ? el('span', {}, 'w/ sol.') : null,
+    r.mlebench ? el('span', {}, `MLE-bench ${r.mlebench.competition}: score ${r.mlebench.score === null ? 'invalid' : r.mlebench.score} · ` +
+                                `Kaggle medal ${r.mlebench.medal || 'none'}${r.mlebench.above_median ? ' (above median)' : ''} · human ${r.mlebench.human_value}` +
+                                (r.band_medal ? ` · band ${r.band_medal}` : '')) : null,
     judge.fallback ? el('b', {class: 'bad'}, 'judge fell back to the heuristic: ' + judge.fallback) : null,
     r.comparable === false ? el('b', {class: 'bad'}, '* not comparable with the published numbers' + (r.not_comparable ? ': ' + r.not_comparable : '')) : null));
   const st = r.stages || {};
