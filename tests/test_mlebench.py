@@ -247,3 +247,12 @@ def test_leaderboard_shows_the_kaggle_medal_and_keeps_the_band():
     assert row["medals"]["B"] == 1 and row["rexmle_medals"] == {"silver": 1}
     table = level_table(aggregate([run]), "tasks")
     assert table.rows[0][[c.header for c in table.columns].index("medal")].text == "silver"
+
+
+def test_deselection_line_names_mlebench_competitions():
+    from pytest_automedbench.selection import no_tier_line
+
+    line = no_tier_line({"a": {"tiers": ["pro"], "rexmle": True}, "b": {"tiers": ["pro"], "rexmle": False, "mlebench": True},
+                         "c": {"tiers": ["pro"], "rexmle": False, "mlebench": True}}, ("lite",))
+    assert line == ("automedbench: 3 tasks deselected: no lite tier (1 ReX-MLE challenge: pro only; 2 MLE-bench "
+                    "competitions: pro only); run them with --amb-tier=pro, --amb-tier=all or -m pro")
