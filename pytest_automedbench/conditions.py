@@ -90,13 +90,15 @@ def _digest(path: Path | None) -> str | None:
         return None
 
 
-def data_version(task, data_dir: Path | None) -> dict[str, Any]:
+def data_version(task, data_dir: Path | None, data_root: Path | None = None) -> dict[str, Any]:
     """The task version that names the data folder, the preparer's parameters, and the prepared
-    data's manifest digest (None before preparation)."""
+    data's manifest digest (None before preparation); `data_root`: the run's prepared folder."""
     from .data import MANIFEST, _params_key, task_data
 
     manifest = None
-    if data_dir is not None:
+    if data_root is not None:
+        manifest = _digest(Path(data_root) / MANIFEST)
+    elif data_dir is not None:
         try:
             manifest = _digest(task_data(task, Path(data_dir)).root / MANIFEST)
         except Exception:  # noqa: BLE001 - an unsafe data dir is the data module's error to report
@@ -104,7 +106,8 @@ def data_version(task, data_dir: Path | None) -> dict[str, Any]:
     return {"version": task.spec.version, "params": _params_key(task), "manifest_sha256": manifest}
 
 
-def run_settings(task, settings, agent=None, executor_node: str | None = None) -> dict[str, Any]:
+def run_settings(task, settings, agent=None, executor_node: str | None = None,
+                 data_root: Path | None = None) -> dict[str, Any]:
     """result.json's `settings` block: the effective limits and every condition of the run."""
     p = task.spec.policy
     with_solution = bool(getattr(settings, "with_solution", False))
@@ -124,7 +127,7 @@ def run_settings(task, settings, agent=None, executor_node: str | None = None) -
         "agent_model_id": getattr(agent, "model_id", None) if agent is not None else None,
         "judge": settings.judge,
         "judge_version": judge_version(),
-        "data_version": data_version(task, getattr(settings, "data_dir", None)),
+        "data_version": data_version(task, getattr(settings, "data_dir", None), data_root),
         "executor_node": executor_node,
     }
 

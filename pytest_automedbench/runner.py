@@ -206,7 +206,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
                                ro_binds=agent.program_folders(), **settings.sandbox_options.config_fields())
         config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
         started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        run_conditions = run_settings(task, settings, agent)  # the settings block (conditions.py)
+        run_conditions = run_settings(task, settings, agent, data_root=data.root)  # the settings block (conditions.py)
         # Built before the run, so a judge that cannot start (no API key) costs no agent run.
         llm_judge = judge_for(settings.judge, Path(settings.runs_dir) / ".judge-cache", settings.cost_fn)
         sandbox = PolicyGuard(settings.make_sandbox(config), inference_only=spec.policy.inference_only)
