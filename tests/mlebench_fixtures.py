@@ -8,14 +8,15 @@ import io
 import numpy as np
 import pandas as pd
 
-BREAST = "rsna-breast-cancer-detection"
+BREAST, ISIC = "rsna-breast-cancer-detection", "siim-isic-melanoma-classification"
 HCD, RSNA_RG, RANZCR = ("histopathologic-cancer-detection", "rsna-miccai-brain-tumor-radiogenomic-classification",
                         "ranzcr-clip-catheter-line-classification")
 RANZCR_KAGGLE = ["ETT - Abnormal", "ETT - Borderline", "ETT - Normal", "NGT - Abnormal", "NGT - Borderline",
                  "NGT - Incompletely Imaged", "NGT - Normal", "CVC - Abnormal", "CVC - Borderline", "CVC - Normal",
                  "Swan Ganz Catheter Present"]
 TARGETS = {HCD: ("id", ["label"]), RSNA_RG: ("BraTS21ID", ["MGMT_value"]),
-           RANZCR: ("StudyInstanceUID", RANZCR_KAGGLE[:9]), BREAST: ("prediction_id", ["cancer"])}
+           RANZCR: ("StudyInstanceUID", RANZCR_KAGGLE[:9]), BREAST: ("prediction_id", ["cancer"]),
+           ISIC: ("image_name", ["target"])}
 
 
 def hcd(raw):
@@ -75,7 +76,70 @@ def breast(raw):
     pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
 
 
-BUILDERS = {HCD: hcd, RSNA_RG: rsna_rg, RANZCR: ranzcr, BREAST: breast}
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked(data: bytes) -> bytes:
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8 & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    def varint(n):
+        out = b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                return out
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def example(features: dict) -> bytes:
+    """A serialized tf.train.Example of bytes features."""
+    entries = b"".join(_field(1, _field(1, k.encode()) + _field(2, _field(1, _field(1, v))))
+                       for k, v in features.items())
+    return _field(1, entries)
+
+
+def write_tfrecord(path, records):
+    with open(path, "wb") as f:
+        for data in records:
+            length = len(data).to_bytes(8, "little")
+            f.write(length + _masked(length) + data + _masked(data))
+
+
+def isic(raw):
+    rng = np.random.default_rng(5)
+    names = [f"ISIC_{k:07d}" for k in sorted(rng.choice(10 ** 6, 48, replace=False))]
+    (raw / "train").mkdir(parents=True)
+    (raw / "jpeg" / "train").mkdir(parents=True)
+    (raw / "tfrecords").mkdir()
+    rows = []
+    for k, name in enumerate(names):
+        (raw / "train" / f"{name}.dcm").write_bytes(b"DICM" + name.encode())
+        (raw / "jpeg" / "train" / f"{name}.jpg").write_bytes(b"\xff\xd8" + name.encode())
+        target = int(k % 5 == 0)
+        rows.append({"image_name": name, "patient_id": f"IP_{rng.integers(10 ** 7):07d}",
+                     "sex": ["male", "female"][int(rng.integers(0, 2))],
+                     "age_approx": float(rng.integers(2, 18) * 5) if rng.random() < 0.95 else float("nan"),
+                     "anatom_site_general_challenge": ["torso", "head/neck", "lower extremity", ""][int(rng.integers(0, 4))],
+                     "diagnosis": "melanoma" if target else "unknown",
+                     "benign_malignant": "malignant" if target else "benign", "target": target})
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+    files = ["train00-2071", "train01-2071", "train06-2071", "train07-2071"]
+    for f, chunk in zip(files, np.array_split(np.array(names), len(files))):
+        write_tfrecord(raw / "tfrecords" / f"{f}.tfrec",
+                       [example({"image_name": n.encode(), "image": b"\xff\xd8jpeg"}) for n in chunk])
+
+
+BUILDERS = {HCD: hcd, RSNA_RG: rsna_rg, RANZCR: ranzcr, BREAST: breast, ISIC: isic}
 
 
 def _text(frame):

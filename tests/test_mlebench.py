@@ -60,7 +60,8 @@ def test_every_task_has_its_grader_preparer_and_golden_cases():
         assert spec.metric.name == spec.mlebench.metric
     # ReX-MLE's Table 2 human values; HCD awards no Kaggle medals (MLE-bench's config.yaml)
     assert {c: (t.spec.mlebench.human_value, t.spec.mlebench.awards_medals) for c, t in TASKS.items()} == {
-        fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True), fx.BREAST: (0.49, True)}
+        fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True), fx.BREAST: (0.49, True),
+        fx.ISIC: (0.945, True)}
 
 
 def fake_checkout(tmp_path, competition, digests=None, description=True):
@@ -104,7 +105,7 @@ def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp
     assert all(sample[t].nunique() == 1 for t in targets)
 
     # Another download (one label changed): every file that differs is named
-    labels = raw / ("train.csv" if competition in (fx.RANZCR, fx.BREAST) else "train_labels.csv")
+    labels = raw / ("train.csv" if competition in (fx.RANZCR, fx.BREAST, fx.ISIC) else "train_labels.csv")
     frame = pd.read_csv(labels, dtype=str)
     target = fx.RANZCR_KAGGLE[0] if competition == fx.RANZCR else targets[0]
     frame.loc[:, target] = frame[target].map({"0": "1", "1": "0"})
@@ -117,6 +118,7 @@ def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp
     message = str(e.value)
     assert f"private/{answers}: md5" in message and "MLE-bench's checksums.yaml says" in message
     assert "public/sample_submission.csv" not in message or competition in (fx.RSNA_RG, fx.BREAST)
+    assert "public/train.csv" in message or competition not in (fx.RANZCR, fx.BREAST, fx.ISIC)
 
     # No checkout: prepared, with one line saying the split was not checked
     monkeypatch.delenv("AMB_MLEBENCH_DIR", raising=False)
@@ -210,7 +212,8 @@ def test_without_a_checkout_the_run_is_graded_and_says_why_it_has_no_medal(tmp_p
 def test_suite_collects_with_the_mlebench_marker(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("AMB_DATA_DIR", str(tmp_path / "data"))
     r = pytester.runpytest(str(SUITE), "-m", "mlebench", "--collect-only", "-q", "-p", "no:cacheprovider")
-    r.stdout.fnmatch_lines([f"*mlebench-{name}[[]pro[]]*" for name in ("hcd", "ranzcr", "rsna-bc", "rsna-rg")]
+    ids = [load_task_file(p).spec.id for p in sorted(SUITE.glob("*/*.task.yaml"))]  # collected in folder order
+    r.stdout.fnmatch_lines([f"*{task_id}[[]pro[]]*" for task_id in ids]
                            + [f"*{len(COMPETITIONS)} tests collected*"])
     r = pytester.runpytest(str(SUITE), "-m", "mlebench", "-rs", "-p", "no:cacheprovider",
                            f"--amb-runs-dir={tmp_path / 'runs'}", f"--amb-report-dir={tmp_path / 'reports'}")
@@ -256,3 +259,18 @@ def test_deselection_line_names_mlebench_competitions():
                          "c": {"tiers": ["pro"], "rexmle": False, "mlebench": True}}, ("lite",))
     assert line == ("automedbench: 3 tasks deselected: no lite tier (1 ReX-MLE challenge: pro only; 2 MLE-bench "
                     "competitions: pro only); run them with --amb-tier=pro, --amb-tier=all or -m pro")
+
+
+def test_tfrecord_reader_reads_the_image_ids_and_refuses_a_damaged_file(tmp_path):
+    from pytest_automedbench.data.tfrecord import TFRecordError, ids
+
+    assert fx._crc32c(b"123456789") == 0xE3069283  # the fixture writer's CRC is TFRecord's (CRC-32C)
+    path = tmp_path / "train00-3.tfrec"
+    fx.write_tfrecord(path, [fx.example({"image": b"xx", "image_name": n.encode()}) for n in ("ISIC_1", "ISIC_22")])
+    assert ids(path) == ["ISIC_1", "ISIC_22"]
+    path.write_bytes(path.read_bytes()[:-9])
+    with pytest.raises(TFRecordError, match="truncated record"):
+        ids(path)
+    fx.write_tfrecord(path, [fx.example({"image": b"xx"})])
+    with pytest.raises(TFRecordError, match="record 0 has no bytes feature 'image_name'"):
+        ids(path)

@@ -130,11 +130,50 @@ def rsna_breast_cancer(raw: Path, public: Path, private: Path) -> None:
             _copy([f"{i}.dcm" for i in images], raw / "train_images" / str(patient), public / folder / str(patient))
 
 
+ISIC_TEST_TFRECORDS = {"train00-2071.tfrec", "train06-2071.tfrec"}  # MLE-bench's test set: 2 of 16 files
+
+
+def siim_isic_melanoma(raw: Path, public: Path, private: Path) -> None:
+    """Test = the images of two TFRecord files (about 10%); DICOMs, JPEGs and TFRecords split alike."""
+    from .tfrecord import TFRecordError, ids
+
+    old_train = _read_csv(raw / "train.csv")
+    test_ids = []
+    for name in ISIC_TEST_TFRECORDS:  # MLE-bench iterates a set: the order does not reach any file
+        if not (raw / "tfrecords" / name).is_file():
+            raise SourceLayoutError(f"{raw / 'tfrecords' / name} not found (MLE-bench's test split is the "
+                                    f"images of {' and '.join(sorted(ISIC_TEST_TFRECORDS))})")
+        try:
+            test_ids.extend(ids(raw / "tfrecords" / name))
+        except TFRecordError as e:
+            raise SourceLayoutError(str(e)) from None
+    is_test = old_train["image_name"].isin(test_ids)
+    new_train, new_test = old_train[~is_test], old_train[is_test]
+    new_test[["image_name", "patient_id", "sex", "age_approx", "anatom_site_general_challenge"]].to_csv(
+        public / "test.csv", index=False)
+    answers = new_test[["image_name", "target"]]
+    sample = answers.copy()
+    sample["target"] = 0
+    new_train.to_csv(public / "train.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    answers.to_csv(private / "test.csv", index=False)
+    for split, frame in (("train", new_train), ("test", new_test)):
+        _copy(frame["image_name"], raw / "train", public / split, ".dcm")
+        _copy(frame["image_name"], raw / "jpeg" / "train", public / "jpeg" / split, ".jpg")
+    counts = {"train": 0, "test": 0}
+    (public / "tfrecords").mkdir(exist_ok=True)
+    for file in sorted((raw / "tfrecords").glob("train*.tfrec")):
+        split = "test" if file.name in ISIC_TEST_TFRECORDS else "train"
+        shutil.copy(file, public / "tfrecords" / f"{split}{counts[split]:02d}-{file.stem.split('-')[1]}.tfrec")
+        counts[split] += 1
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
     "ranzcr-clip-catheter-line-classification": ranzcr_clip,
     "rsna-breast-cancer-detection": rsna_breast_cancer,
+    "siim-isic-melanoma-classification": siim_isic_melanoma,
 }
 
 

@@ -58,6 +58,11 @@ def rsna_miccai_radiogenomic(submission: pd.DataFrame, answers: pd.DataFrame) ->
     return _auroc(*auroc_inputs(submission, answers, "BraTS21ID", "MGMT_value"))
 
 
+def siim_isic_melanoma(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """AUROC of `target` by `image_name`."""
+    return _auroc(*auroc_inputs(submission, answers, "image_name", "target"))
+
+
 # MLE-bench's RANZCR classes (its classes.py): nine of Kaggle's eleven columns; "CVC - Normal" and
 # "Swan Ganz Catheter Present" are not graded there, so not here either (docs/mlebench.md).
 RANZCR_CLASSES = ["ETT - Abnormal", "ETT - Borderline", "ETT - Normal", "NGT - Abnormal", "NGT - Borderline",
@@ -111,6 +116,7 @@ GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
     "ranzcr-clip-catheter-line-classification": ranzcr_clip,
     "rsna-breast-cancer-detection": rsna_breast_cancer,
+    "siim-isic-melanoma-classification": siim_isic_melanoma,
 }
 
 
