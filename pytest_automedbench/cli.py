@@ -19,6 +19,7 @@ SUBCOMMANDS = [
     "pytest_automedbench.cli_suites",
     "pytest_automedbench.cli_doctor",
     "pytest_automedbench.agents.bridged.cli",
+    "pytest_automedbench.cli_ablation",
 ]
 
 

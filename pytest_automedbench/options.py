@@ -146,6 +146,7 @@ def settings_from(config) -> RunSettings:
         judge=option("amb_judge"),
         replay_cells=option("amb_replay_cells", int),
         resume=bool(config.getoption("amb_resume") or config.getini("amb_resume")),
+        with_solution=bool(config.getoption("amb_with_solution") or config.getini("amb_with_solution")),
         save=option("amb_save"),
         compare=option("amb_compare"),
         compare_fail=option("amb_compare_fail"),

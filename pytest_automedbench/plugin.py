@@ -26,6 +26,7 @@ from .sandbox.isolation import IsolationRefused, add_option as add_isolation_opt
 from .settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
+from .conditions import solution_unavailable
 from .selection import deselect_missing_tiers, no_tier_line, tiers_collected
 from .validate import check as check_settings
 
@@ -49,6 +50,10 @@ def pytest_addoption(parser):
                     help="reuse finished runs whose configuration is unchanged; rerun the rest [ini: amb_resume]")
     parser.addini("amb_resume", "reuse finished runs whose configuration is unchanged", type="bool", default=False)
     add_isolation_option(group, parser)
+    group.addoption("--amb-with-solution", action="store_true", dest="amb_with_solution", default=None,
+                    help="give the agent the task's solution report (ReX-MLE's 'w/ sol.'; a task without one "
+                         "is n/a) [ini: amb_with_solution]")
+    parser.addini("amb_with_solution", "give the agent the task's solution report", type="bool", default=False)
 
 
 def pytest_configure(config):
@@ -58,6 +63,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{tier}: automedbench {tier} tier runs")
     config.addinivalue_line("markers", "automedbench: every automedbench benchmark run")
     config.addinivalue_line("markers", "rexmle: ReX-MLE challenges (ranked against human leaderboards; pro only)")
+    config.addinivalue_line("markers", "mlebench: MLE-bench's medical competitions (Kaggle medals; pro only)")
     try:
         config.stash[SETTINGS_KEY] = settings = settings_from(config)
         check_settings(settings, config)  # before any run or pytest-xdist worker starts
@@ -215,7 +221,8 @@ class TaskFile(pytest.File):
                 item = TaskItem.from_parent(self, name=f"{task.spec.track}/{task.spec.id}[{tier}{suffix}]",
                                             task=task, tier=tier, repeat=repeat)
                 item.tier_missing = missing
-                for mark in (task.spec.track, tier, "automedbench", *(["rexmle"] if task.spec.rexmle else [])):
+                for mark in (task.spec.track, tier, "automedbench", *(["rexmle"] if task.spec.rexmle else []),
+                             *(["mlebench"] if task.spec.mlebench else [])):
                     item.add_marker(mark)
                 yield item
 
@@ -284,6 +291,9 @@ class TaskItem(pytest.Item):
         self.config.hook.pytest_amb_run_finished(result=self.result, config=self.config)
 
     def _execute(self, settings):
+        not_applicable = solution_unavailable(self.task, settings)  # --amb-with-solution on a task without one
+        if not_applicable:
+            pytest.skip(not_applicable)
         self.result = executors.wait_for(self, self.progress)  # a cluster executor's run, or None
         if self.result is None:  # the local executor: the run happens here and now
             progress = self.progress

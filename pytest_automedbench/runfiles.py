@@ -65,9 +65,19 @@ class RunsDirBusy(RunFilesError):
 
 
 # -- naming ---------------------------------------------------------------------------------------
-def run_id(task_id: str, tier: str, model: str, repeat: int) -> str:
+def run_id(task_id: str, tier: str, model: str, repeat: int, conditions: str = "") -> str:
+    """`task__tier__model__r1`, or `task__tier__model__time72h-sol__r1` when the run's conditions
+    differ from the task's defaults (conditions.run_id_conditions)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:60].strip("_") or "model"
-    return f"{task_id}__{tier}__{slug}__r{repeat}"
+    cond = re.sub(r"[^A-Za-z0-9._-]+", "_", conditions)[:80].strip("_")
+    return f"{task_id}__{tier}__{slug}" + (f"__{cond}" if cond else "") + f"__r{repeat}"
+
+
+def task_run_id(task, tier: str, repeat: int, settings) -> str:
+    """The run id of this task x tier x repeat under the session's settings."""
+    from .conditions import run_id_conditions
+
+    return run_id(task.spec.id, tier, settings.model, repeat, run_id_conditions(task, settings))
 
 
 def run_folder(runs_dir: Path | str, rid: str) -> Path:
@@ -247,22 +257,32 @@ def _judge_version() -> int:
     return JUDGE_VERSION
 
 
-def config_hash(task, tier: str, repeat: int, settings) -> str:
+def config_hash(task, tier: str, repeat: int, settings, legacy: bool = False) -> str:
     """Everything that decides a run's outcome: the task file's bytes, tier, repeat, --amb-model (and
-    the step file's bytes for reference / script:), the sandbox and the limits that override the task's."""
+    the step file's bytes for reference / script:), the sandbox, the limits that override the task's,
+    and the settings block's conditions (conditions.HASHED: effective limits, solution and its digest,
+    judge and its version, data version). `legacy`: the hash runs made before settings blocks carry."""
     parts = {
         "task_file": _file_digest(task.path), "tier": tier, "repeat": repeat, "model": settings.model,
         "step_file": _file_digest(_step_file(task, settings.model)), "sandbox": settings.sandbox,
         "limits": [settings.max_turns, settings.time_limit_s, settings.max_tokens, settings.max_cost_usd],
         "judge_version": _judge_version(), "replay_cells": getattr(settings, "replay_cells", 0),
     }
+    if not legacy:
+        from .conditions import hashed_conditions
+
+        parts["settings"] = hashed_conditions(task, settings)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def reusable_result(run_dir: Path, expected_hash: str) -> dict[str, Any] | None:
-    """The run's result when it is complete, not errored and made with the same configuration."""
+def reusable_result(run_dir: Path, expected_hash: str, legacy_hash: str | None = None) -> dict[str, Any] | None:
+    """The run's result when it is complete, not errored and made with the same configuration (a run
+    saved before result.json had a `settings` block is matched on `legacy_hash`)."""
     result = try_read_result(Path(run_dir) / "result.json")
-    if result is None or is_errored(result) or result.get("config_hash") != expected_hash:
+    if result is None or is_errored(result):
+        return None
+    wanted = expected_hash if "settings" in result or legacy_hash is None else legacy_hash
+    if result.get("config_hash") != wanted:
         return None
     if not (Path(run_dir) / "conversation.json").is_file() or not (Path(run_dir) / "trace.jsonl").is_file():
         return None
@@ -274,8 +294,9 @@ def reuse_finished_run(task, tier: str, repeat: int, settings) -> dict[str, Any]
     if not settings.resume:
         return None
     lease(settings.runs_dir)
-    folder = run_folder(settings.runs_dir, run_id(task.spec.id, tier, settings.model, repeat))
-    return reusable_result(folder, config_hash(task, tier, repeat, settings))
+    folder = run_folder(settings.runs_dir, task_run_id(task, tier, repeat, settings))
+    return reusable_result(folder, config_hash(task, tier, repeat, settings),
+                           config_hash(task, tier, repeat, settings, legacy=True))
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -611,5 +632,5 @@ def _recover(runs_dir: Path) -> None:
 
 __all__ = ["REQUIRED", "RunFilesError", "RunFolder", "RunsDirBusy", "check_result", "config_hash", "is_errored",
            "lease", "load_run", "node_session", "place", "read_result", "release", "release_all", "reusable_result", "reuse_finished_run",
-           "run_folder", "run_folders", "run_id", "session_id", "settle", "start_run", "try_read_result", "viewer_files",
+           "run_folder", "run_folders", "run_id", "session_id", "settle", "start_run", "task_run_id", "try_read_result", "viewer_files",
            "write_run_files"]

@@ -23,10 +23,12 @@ from .agents.loop import AgentLoop, Limits, RunRecord
 from .data import TaskData
 from .executors.base import ExecutorError
 from .errors import RunFacts, detect
+from .gpu_usage import sampler_for
 from .judge import judge_for, judge_run
 from .metrics import TrackResult, load_in_background, preflight
+from .conditions import give_solution, run_settings
 from .runfiles import (RunFilesError, config_hash, node_session, run_id, start_run,  # noqa: F401 (re-exported)
-                       write_run_files)
+                       task_run_id, write_run_files)
 from .sandbox import SandboxConfig, SandboxError
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
 from .settings import RunSettings
@@ -89,6 +91,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                         submitted=record.submitted)
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
     section = _rexmle_section(task, track, outputs, data, record)
+    mle = _mlebench_section(task, track)
     return {
         "overall": round(s.overall, 4),
         "agentic": round(s.agentic, 6),
@@ -100,8 +103,8 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
         # A ReX-MLE run's medal is its place among the humans (gold / silver / bronze / above_median /
         # None); the A/B/C band stays beside it as band_medal.
-        "medal": rexmle_medal(section) if section else s.medal,
-        **({"band_medal": s.medal} if section else {}),
+        "medal": rexmle_medal(section) if section else _mlebench_medal(mle) if mle else s.medal,
+        **({"band_medal": s.medal} if section or mle else {}),
         # False when a metric component could not run here (an offline fallback): not comparable across sites
         "comparable": track.diagnostics.get("comparable") is not False,
         **({"not_comparable": track.diagnostics.get("not_comparable")}
@@ -110,6 +113,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "error_codes": detect(facts),
         "judge": judge_info,
         **({"rexmle": section} if section else {}),
+        **({"mlebench": mle} if mle else {}),
     }
 
 
@@ -144,6 +148,21 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
         return replay.replay_run(record, workspace, make, max_cells=settings.replay_cells)
     except Exception as e:  # noqa: BLE001 - a replay fault never costs a finished run
         return {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def _mlebench_section(task: LoadedTask, track: TrackResult):
+    """An MLE-bench competition's block: the score and MLE-bench's Kaggle medal (rexmle/mlebench)."""
+    if getattr(task.spec, "mlebench", None) is None:
+        return None
+    from .rexmle import mlebench
+
+    return mlebench.result_section(task, track)
+
+
+def _mlebench_medal(section: dict[str, Any]) -> str | None:
+    from .rexmle import mlebench
+
+    return mlebench.medal(section)
 
 
 class ScoringError(Exception):
@@ -197,11 +216,11 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
     except LookupError as e:  # a metric.module that does not import: one line naming the task file
         raise TaskSpecError(task.path, "metric.module", str(e).removeprefix("metric.module ")) from None
-    rid = run_id(spec.id, tier, settings.model, repeat)
+    rid = task_run_id(task, tier, repeat, settings)
     folder = start_run(settings.runs_dir, rid)
     workspace = folder.workspace
     try:
-        brief = build_brief(spec, tier)
+        brief = build_brief(spec, tier) + give_solution(task, settings, workspace)  # '' without --amb-with-solution
         (workspace / "TASK.md").write_text(brief, encoding="utf-8")
         limits = limits_for(task, settings)
         config = SandboxConfig(public_dir=data.public, workspace_dir=workspace, network=spec.policy.network,
@@ -209,6 +228,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
                                ro_binds=agent.program_folders(), **settings.sandbox_options.config_fields())
         config.extra["inference_only"] = spec.policy.inference_only  # for the guard and third-party backends
         started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        run_conditions = run_settings(task, settings, agent, data_root=data.root)  # the settings block (conditions.py)
         # Built before the run, so a judge that cannot start (no API key) costs no agent run.
         llm_judge = judge_for(settings.judge, Path(settings.runs_dir) / ".judge-cache", settings.cost_fn)
         sandbox = PolicyGuard(settings.make_sandbox(config), inference_only=spec.policy.inference_only)
@@ -217,10 +237,12 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         raise
     error: BaseException | None = None
     scorer_loading = None
+    gpu = sampler_for(config.gpus, sandbox)  # NVML samples of the run's own processes (gpu_usage.py)
     try:
         with sandbox:
             agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
+            gpu.start()
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                                cost_fn=settings.cost_fn, on_step=on_step).run(brief)
     except BaseException as exc:  # an infrastructure fault or an interrupt: keep the partial run (tokens spent)
@@ -229,6 +251,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             folder.discard()
             raise
         error = exc
+    finally:
+        gpu_used = gpu.stop()  # None on CPU
     scores: dict[str, Any] | None = None
     scoring_error: Exception | None = None
     try:
@@ -256,6 +280,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             "api_faults": record.api_faults,
             "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
             "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
+            "settings": run_conditions,
+            "gpu": gpu_used,
             "provenance": {
                 "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
                 "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,

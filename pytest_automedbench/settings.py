@@ -112,6 +112,7 @@ class RunSettings:
     judge: str = "heuristic"
     replay_cells: int = 2  # check cells per run replayed on broken outputs (judge/replay.py); 0: none
     resume: bool = False
+    with_solution: bool = False  # --amb-with-solution: the task's solution report goes to the agent
     save: str | None = None  # --amb-save NAME
     compare: str | None = None  # --amb-compare NAME|PATH
     compare_fail: str | None = None  # --amb-compare-fail SPEC
@@ -155,7 +156,7 @@ class RunSettings:
     def header_fields(self) -> dict[str, Any]:
         """The settings amb-results.json records."""
         return {"model": self.model, "tier": self.tier, "repeats": self.repeats, "sandbox": self.sandbox,
-                "resume": self.resume}
+                "resume": self.resume, "with_solution": self.with_solution}
 
 
 __all__ = ["TIER_CHOICES", "Factories", "RunSettings", "SandboxOptions", "SettingsError"]

@@ -3,6 +3,7 @@
     <suites>/demo/          offline tasks, data built from installed packages
     <suites>/automedbench/  the AutoMedBench tasks (their data needs `automedbench prepare`)
     <suites>/rexmle/        the ReX-MLE challenges with their human leaderboards
+    <suites>/mlebench-medical/  MLE-bench's medical Kaggle competitions (ReX-MLE's Table 2)
 
 A wheel carries the suites inside the package (pytest_automedbench/task_suites, see setup.py); a
 checkout or an editable install reads the repository's task_suites/. Every command that takes a

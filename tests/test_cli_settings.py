@@ -25,8 +25,10 @@ def test_the_cards_command_collects_the_benchmark_and_nothing_else():
     assert not any("[pro]" in i or "rexmle/" in i.split("::")[0] for i in items)
     assert any("demo-brain-seg[standard]" in i for i in items) and any("kits19[standard]" in i for i in items)
     deselected = [line for line in out.splitlines() if "tasks deselected" in line]
-    # 20 ReX-MLE challenges and the demo's one
-    assert deselected == ["automedbench: 21 tasks deselected: no standard tier (21 ReX-MLE challenges: pro only); "
+    # 20 ReX-MLE challenges and the demo's one, and the MLE-bench competitions
+    n_mle = len(list((REPO / "task_suites" / "mlebench-medical").glob("*/*.task.yaml")))
+    assert deselected == [f"automedbench: {21 + n_mle} tasks deselected: no standard tier (21 ReX-MLE challenges: "
+                          f"pro only; {n_mle} MLE-bench competitions: pro only); "
                           "run them with --amb-tier=pro, --amb-tier=all or -m pro"], out[-2000:]
     all_items, out = collect_from_root("--amb-tier=all")
     assert sum("rexmle-" in i and i.endswith("[pro]") for i in all_items) == 21

@@ -48,7 +48,8 @@ def same_for_levels(values, ap, ap50, ap75, ar):
 def test_dentex_each_label_level_is_its_own_coco_evaluation_and_mean_is_over_levels():
     gt = coco([(1, [0, 0, 10, 10], 0, 0, 0), (1, [50, 50, 10, 10], 1, 1, 1)])
     # Both boxes exact, quadrant and tooth right; the second box's diagnosis is 2 instead of 1.
-    m = dentex.dentex_metrics(gt, [det(1, [0, 0, 10, 10], 0, 0, 0, 0.9), det(1, [50, 50, 10, 10], 1, 1, 2, 0.8)])
+    m = dentex.dentex_metrics(gt, [det(1, [0, 0, 10, 10], 0, 0, 0, 0.9), det(1, [50, 50, 10, 10], 1, 1, 2, 0.8)],
+                              categories="all")
     for level in ("quadrant", "enumeration"):
         assert [m[f"{k}_{level}"] for k in ("ap", "ap50", "ap75", "ar")] == pytest.approx([1.0] * 4, abs=1e-12)
     # diagnosis: class 0 found (AP 1, recall 1), class 1 missed (AP 0, recall 0), class 2 has no
@@ -60,20 +61,98 @@ def test_dentex_each_label_level_is_its_own_coco_evaluation_and_mean_is_over_lev
 
 
 def test_dentex_iou_thresholds_and_score_ranking():
-    gt = coco([(1, [0, 0, 10, 10], 0, 0, 0)])
+    gt = coco([(1, [0, 0, 10, 10], 1, 1, 1)])
     # IoU = 72.5 / 100: a match at IoU 0.50, 0.55, 0.60, 0.65, 0.70, not from 0.75 on:
     # AP = 5/10 thresholds, AP50 = 1, AP75 = 0, AR = 5/10.
-    m = dentex.dentex_metrics(gt, [det(1, [0, 0, 10, 7.25], 0, 0, 0, 0.7)])
+    m = dentex.dentex_metrics(gt, [det(1, [0, 0, 10, 7.25], 1, 1, 1, 0.7)])
     assert same_for_levels(m, ap=0.5, ap50=1.0, ap75=0.0, ar=0.5)
     # A false positive ranked above the true one: precision 1/2 at recall 1 -> AP 0.5 at every
     # threshold; recall is still 1.
-    m = dentex.dentex_metrics(gt, [det(1, [50, 50, 10, 10], 0, 0, 0, 0.9), det(1, [0, 0, 10, 10], 0, 0, 0, 0.5)])
+    m = dentex.dentex_metrics(gt, [det(1, [50, 50, 10, 10], 1, 1, 1, 0.9), det(1, [0, 0, 10, 10], 1, 1, 1, 0.5)])
     assert same_for_levels(m, ap=0.5, ap50=0.5, ap75=0.5, ar=1.0)
     assert same_for_levels(dentex.dentex_metrics(gt, []), ap=0.0, ap50=0.0, ap75=0.0, ar=0.0)
     # A reference box with id 0 (plain pycocotools scores its exact match as AP 0, AR 0): renumbered.
     gt["annotations"][0]["id"] = 0
-    m = dentex.dentex_metrics(gt, [det(1, [0, 0, 10, 10], 0, 0, 0, 0.5)])
+    m = dentex.dentex_metrics(gt, [det(1, [0, 0, 10, 10], 1, 1, 1, 0.5)])
     assert same_for_levels(m, ap=1.0, ap50=1.0, ap75=1.0, ar=1.0)
+
+
+def release_like_case():
+    """Six X-rays, five boxes each with 0-based category ids as in the release, 80% detected with
+    jittered boxes and some wrong quadrants, one false positive per image (seeded)."""
+    rng = np.random.default_rng(2023)
+    boxes, dets = [], []
+    for img in range(1, 7):
+        for _ in range(5):
+            x, y = float(rng.integers(0, 400)), float(rng.integers(0, 200))
+            w, h = float(rng.integers(30, 80)), float(rng.integers(40, 120))
+            q, t, d = int(rng.integers(0, 4)), int(rng.integers(0, 8)), int(rng.integers(0, 4))
+            boxes.append((img, [x, y, w, h], q, t, d))
+            if rng.random() < 0.8:
+                jit = rng.normal(0, 4, 4)
+                qq = q if rng.random() < 0.8 else int(rng.integers(0, 4))
+                dets.append(det(img, [x + jit[0], y + jit[1], max(w + jit[2], 5), max(h + jit[3], 5)], qq, t, d,
+                                float(round(rng.random(), 3))))
+        dets.append(det(img, [float(rng.integers(0, 400)), 300.0, 40.0, 60.0], int(rng.integers(0, 4)), 0, 0,
+                        float(round(rng.random(), 3))))
+    return coco(boxes), dets
+
+
+def official_grader_level(gt, dets, field, ids):
+    """One level as ReX-MLE's dentex/grade.py evaluates it: the reference boxes keep their category,
+    COCOeval's category list is the hard-coded ids (Q1-Q4 = 1-4, N1-N8 = 1-8, diagnoses 1-4)."""
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        ref = COCO()
+        ref.dataset = {"images": gt["images"], "categories": [{"id": i, "name": str(i)} for i in ids],
+                       "annotations": [{**a, "category_id": a[field]} for a in gt["annotations"]]}
+        ref.createIndex()
+        ev = COCOeval(ref, ref.loadRes([{"image_id": d["image_id"], "category_id": d[field], "bbox": d["bbox"],
+                                         "score": d["score"]} for d in dets]), "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return [float(ev.stats[i]) for i in (0, 1, 2, 8)]
+
+
+def test_dentex_scores_the_official_graders_category_ids_by_default():
+    gt, dets = release_like_case()
+    official = dentex.dentex_metrics(gt, dets)
+    assert official == dentex.dentex_metrics(gt, dets, categories="official")
+    for level, (name, ids) in enumerate((("quadrant", range(1, 5)), ("enumeration", range(1, 9)),
+                                         ("diagnosis", range(1, 5))), start=1):
+        assert [official[f"{m}_{name}"] for m in ("ap", "ap50", "ap75", "ar")] == \
+            pytest.approx(official_grader_level(gt, dets, f"category_id_{level}", ids), abs=1e-12), name
+    every = dentex.dentex_metrics(gt, dets, categories="all")  # category 0 scored too
+    # pinned (pycocotools 2.0.x): the category-0 boxes move every level
+    assert (round(official["ap_quadrant"], 4), round(every["ap_quadrant"], 4)) == (0.3554, 0.3036)
+    assert (round(official["ap_mean"], 4), round(every["ap_mean"], 4)) == (0.4242, 0.3764)
+    assert (round(official["ar_diagnosis"], 4), round(every["ar_diagnosis"], 4)) == (0.5439, 0.4829)
+
+
+def test_dentex_category_switch_is_read_from_the_task(tmp_path):
+    from types import SimpleNamespace
+
+    gt, dets = release_like_case()
+    names = {im["id"]: im["file_name"][:-4] for im in gt["images"]}
+    out, private = dentex_dirs(tmp_path, gt)
+    (out / "predictions.json").write_text(json.dumps([{**d, "image_id": names[d["image_id"]]} for d in dets]))
+
+    def score(params):
+        return dentex.evaluate(SimpleNamespace(metric=SimpleNamespace(params=params)), out, private, tmp_path)
+
+    assert score({}).diagnostics["categories"] == "official"
+    assert score({}).score == pytest.approx(dentex.dentex_metrics(gt, dets)["ap_mean"], abs=1e-12)
+    r = score({"categories": "all"})
+    assert r.diagnostics["categories"] == "all"
+    assert r.score == pytest.approx(dentex.dentex_metrics(gt, dets, categories="all")["ap_mean"], abs=1e-12)
+    with pytest.raises(ValueError, match="metric.params.categories: expected official or all, got 'every'"):
+        score({"categories": "every"})
 
 
 def dentex_dirs(tmp_path, gt):
@@ -89,11 +168,11 @@ def write_predictions(out, items):
 
 
 def test_dentex_submission_file_rules(tmp_path):
-    # Image ids 7 and 2 belong to case ids train_3 and train_9; both reference boxes are class (0, 0, 0).
-    gt = coco([(7, [10, 10, 20, 20], 0, 0, 0), (2, [30, 30, 20, 20], 0, 0, 0)], names={7: "train_3.png",
+    # Image ids 7 and 2 belong to case ids train_3 and train_9; both reference boxes are class (1, 1, 1).
+    gt = coco([(7, [10, 10, 20, 20], 1, 1, 1), (2, [30, 30, 20, 20], 1, 1, 1)], names={7: "train_3.png",
                                                                                         2: "train_9.png"})
     out, _ = dentex_dirs(tmp_path, gt)
-    perfect = [det("train_3", [10, 10, 20, 20], 0, 0, 0, 0.9), det("train_9.png", [30, 30, 20, 20], 0, 0, 0, 0.8)]
+    perfect = [det("train_3", [10, 10, 20, 20], 1, 1, 1, 0.9), det("train_9.png", [30, 30, 20, 20], 1, 1, 1, 0.8)]
     r = write_predictions(out, perfect)
     assert r.n_cases == 2 and r.n_valid == 2 and not r.case_errors
     assert same_for_levels(r.diagnostics["challenge_metrics"], ap=1.0, ap50=1.0, ap75=1.0, ar=1.0)
@@ -104,12 +183,12 @@ def test_dentex_submission_file_rules(tmp_path):
     # A broken detection makes its image a case error and drops the image's detections: per level
     # one of two reference boxes is found at score 1, so precision is 1 up to recall 0.5 -> AP
     # 51/101 (COCO's 101 recall points 0.00..0.50), AR 0.5.
-    r = write_predictions(out, [det("train_3", [10, 10, 0, 5], 0, 0, 0, 0.5), *perfect])
+    r = write_predictions(out, [det("train_3", [10, 10, 0, 5], 1, 1, 1, 0.5), *perfect])
     assert [str(e) for e in r.case_errors] == ["train_3: detection 0: width and height must be positive, got 0x5"]
     assert r.n_valid == 1 and "train_3" not in r.per_case
     assert same_for_levels(r.diagnostics["challenge_metrics"], ap=51 / 101, ap50=51 / 101, ap75=51 / 101, ar=0.5)
 
-    r = write_predictions(out, [*perfect, det("train_99", [1, 1, 2, 2], 0, 0, 0, 0.5), {"bbox": [1, 1, 2, 2]}])
+    r = write_predictions(out, [*perfect, det("train_99", [1, 1, 2, 2], 1, 1, 1, 0.5), {"bbox": [1, 1, 2, 2]}])
     assert [str(e) for e in r.case_errors] == ['predictions.json: detection 2: no such test image "train_99" (+1 more)']
     assert r.n_valid == 2 and r.score == pytest.approx(1.0, abs=1e-12)  # the unknown detections are dropped
     r = write_predictions(out, [{**perfect[0], "image_id": 7}, perfect[1]])  # the reference's numeric id

@@ -25,7 +25,7 @@ BASELINE_SCHEMA_VERSION = 1
 GATE_METRICS = ("overall", "agentic", "task", "completion", *STAGES)
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _RUN_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
-             "completion_rate", "stages", "submitted", "failure_mode", "medal", "cost_usd")
+             "completion_rate", "stages", "submitted", "failure_mode", "medal", "cost_usd", "settings", "rexmle")
 
 
 class BaselineError(Exception):
@@ -87,7 +87,10 @@ def save(name: str, report_dir: Path, runs: list[dict[str, Any]], agg: dict[str,
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"schema_version": BASELINE_SCHEMA_VERSION, "name": name,
            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "provenance": provenance(runs),
-           "aggregate": agg, "runs": [{k: r.get(k) for k in _RUN_KEYS} for r in runs]}
+           "aggregate": agg, "runs": [{**{k: r.get(k) for k in _RUN_KEYS},
+                                       # the primary value, for `automedbench ablation` across baselines
+                                       "task_metrics": {k: (r.get("task_metrics") or {}).get(k) for k in ("name", "value")}}
+                                      for r in runs]}
     atomic_write(path, json.dumps(doc, indent=2))
     return path
 
@@ -119,6 +122,22 @@ def version_conflicts(baseline: dict[str, Any], runs: list[dict[str, Any]]) -> l
     now = {r["task_id"]: (r.get("provenance") or {}).get("task_version") for r in runs}
     return [f"{t}: baseline version {saved[t]!r}, this session {now[t]!r}"
             for t in sorted(set(saved) & set(now)) if str(saved[t]) != str(now[t])]
+
+
+def settings_conflicts(baseline: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """Task x tier pairs whose runs were made under other conditions than the baseline's (limits,
+    solution, judge and its version: conditions.differences); runs saved without a settings block
+    are compared on nothing. Flagged, not refused: comparing another agent is the point."""
+    from ..conditions import differences
+
+    saved = {(r.get("task_id"), r.get("tier")): r.get("settings") for r in baseline.get("runs") or []}
+    out = []
+    for key in sorted({(r.get("task_id"), r.get("tier")) for r in runs}, key=str):
+        now = next((r.get("settings") for r in runs if (r.get("task_id"), r.get("tier")) == key), None)
+        diff = differences(saved.get(key), now)
+        if diff:
+            out.append(f"{key[0]}/{key[1]}: " + "; ".join(diff))
+    return out
 
 
 def _strata(runs: list[dict], scope: str, metric: str) -> dict[tuple, list]:

@@ -166,6 +166,10 @@ class ResultsCollector:
                 self.gate_failed = True
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
+        changed = baselines.settings_conflicts(base, runs)
+        if changed:  # flagged, not refused (another agent is the point); the conditions differ too
+            self.messages.append("WARNING: --amb-compare: runs made under other conditions than the baseline's: "
+                                 + "; ".join(changed[:5]) + (f"; ... ({len(changed)} in all)" if len(changed) > 5 else ""))
         rows = baselines.compare(base, runs, self.gate)
         self.comparison = baselines.render_comparison(rows, base)
         if self.gate and baselines.gate_failed(rows):

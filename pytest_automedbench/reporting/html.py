@@ -63,7 +63,8 @@ def conversation_steps(conversation: list[dict], trace: list[dict]) -> list[dict
 VIEW_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
              "completion_rate", "format_valid", "stages", "medal", "failure_mode", "turns", "wall_time_s", "tokens",
              "cost_usd", "violations", "error_codes", "task_metrics", "stage_evidence", "started_at", "ended_by",
-             "submitted", "api_calls", "judge", "comparable", "not_comparable", "errored", "error", "rexmle")
+             "submitted", "api_calls", "judge", "comparable", "not_comparable", "errored", "error", "rexmle",
+             "gpu", "settings", "mlebench", "band_medal")
 
 
 def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:

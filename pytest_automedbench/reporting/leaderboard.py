@@ -32,6 +32,9 @@ METRICS = {
     "tokens": lambda r: sum((r.get("tokens") or {}).values()) if r.get("tokens") is not None else None,
     "cost_usd": lambda r: r.get("cost_usd"),
     "with_codes": lambda r: 1.0 if errors.fired_codes(r) else 0.0,
+    # GPU use (result.json `gpu`, gpu_usage.py); None on CPU, so a CPU-only row has neither
+    "gpu_peak_memory_pct": lambda r: (r.get("gpu") or {}).get("peak_memory_pct"),
+    "gpu_utilization_pct": lambda r: (r.get("gpu") or {}).get("mean_utilization_pct"),
 }
 MEDALS = ("A", "B", "C", "F")
 BENCHMARKS = ("automedbench", "rexmle")
@@ -98,8 +101,13 @@ def _row(key: dict[str, Any], runs: list[dict[str, Any]], by_task: bool) -> dict
         "error_codes": _shares(scored, "code"), "error_families": _shares(scored, "family"),
     }
     for r in scored:
-        if not r.get("rexmle") and r.get("medal") in MEDALS:
-            row["medals"][r["medal"]] += 1
+        band = r.get("band_medal") if r.get("mlebench") else r.get("medal")  # an MLE-bench run's medal is Kaggle's
+        if not r.get("rexmle") and band in MEDALS:
+            row["medals"][band] += 1
+    if any(r.get("mlebench") for r in scored):  # MLE-bench's Kaggle medals, shown as ReX-MLE's are
+        counts = Counter(r.get("medal") or ("invalid" if not r["mlebench"].get("valid") else "none")
+                         for r in scored if r.get("mlebench"))
+        row["rexmle_medals"] = dict(sorted(counts.items()))
     if any(r.get("rexmle") for r in scored):
         counts = Counter(rexmle.run_medal(r) for r in scored if r.get("rexmle"))
         row["rexmle_medals"] = {m: counts[m] for m in rexmle.MEDALS if counts[m]}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .ablation import solution_table
 from .error_tables import error_code_table, error_family_table
 from .rexmle import rexmle_table
 from .tables import BAND_NOTE, Table, automedbench_table, level_table
@@ -30,6 +31,9 @@ def report_tables(doc: dict) -> list[Table]:
         tables.append(paper)
     if doc.get("rexmle"):
         tables.append(rexmle_table(doc["rexmle"]))
+    solution = solution_table(doc.get("runs") or [])  # w/o sol. beside w/ sol. (ablation.py)
+    if solution is not None:
+        tables.append(solution)
     for level in ("models", "tracks", "tasks"):
         t = level_table(agg, level, benchmark=None if level == "tasks" else "automedbench")
         if t.rows:

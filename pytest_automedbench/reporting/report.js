@@ -63,6 +63,13 @@ function show(i) {
     el('span', {}, `${r.turns} turns · ${secs(r.wall_time_s)} · ${tokens === null ? '-' : tokens} tokens · ` +
                    (r.cost_usd === null || r.cost_usd === undefined ? 'cost unknown' : '$' + r.cost_usd.toFixed(4))),
     el('span', {}, 'judge ' + (judge.kind || '-') + (judge.model ? ' ' + judge.model : '')),
+    r.gpu ? el('span', {}, `GPU ${r.gpu.card}: peak ${r.gpu.peak_memory_gb} GB (${r.gpu.peak_memory_pct}%), mean ${r.gpu.mean_memory_gb} GB · ` +
+                           `util ${r.gpu.mean_utilization_pct === null ? '?' : r.gpu.mean_utilization_pct + '%'} · idle ${r.gpu.idle_s} s` +
+                           (r.gpu.gpu_shared ? ' · shared card' : '')) : null,
+    r.settings && r.settings.with_solution === true ? el('span', {}, 'w/ sol.') : null,
+    r.mlebench ? el('span', {}, `MLE-bench ${r.mlebench.competition}: score ${r.mlebench.score === null ? 'invalid' : r.mlebench.score} · ` +
+                                `Kaggle medal ${r.mlebench.medal || 'none'}${r.mlebench.above_median ? ' (above median)' : ''} · human ${r.mlebench.human_value}` +
+                                (r.band_medal ? ` · band ${r.band_medal}` : '')) : null,
     judge.fallback ? el('b', {class: 'bad'}, 'judge fell back to the heuristic: ' + judge.fallback) : null,
     r.comparable === false ? el('b', {class: 'bad'}, '* not comparable with the published numbers' + (r.not_comparable ? ': ' + r.not_comparable : '')) : null));
   const st = r.stages || {};

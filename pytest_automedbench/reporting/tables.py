@@ -179,6 +179,11 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
         Column("cost_usd", "cost USD", "$", 32, help="mean USD per run (unknown without a price)"),
         Column("medals", "medals" if level != "tasks" else "medal", "medal", 65, numeric=False, help=BAND_NOTE),
     ]
+    gpu = any(r["metrics"].get("gpu_peak_memory_pct") for r in rows)
+    if gpu:  # only where a run measured its GPU (gpu_usage.py)
+        columns.insert(len(columns) - 1, Column("gpu", "GPU", "gpu", 33, numeric=False,
+                                                help="mean over runs of the peak GPU memory (% of the card) and "
+                                                     "mean utilisation of the run's own processes"))
     errored = any(r.get("errored") for r in rows)
     if errored:
         columns.insert(len(keys) + 1, Column("errored", "errored", "err", 70 if level == "models" else 50,
@@ -199,10 +204,21 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
         wall, tokens = m.get("wall_time_s"), m.get("tokens")
         line.append(Cell(fmt_seconds(wall["mean"]) if wall else "-", sort=wall["mean"] if wall else None))
         line.append(Cell(fmt_tokens(tokens["mean"]) if tokens else "-", sort=tokens["mean"] if tokens else None))
-        line += [_cost_cell(row), _medal_counts(row)]
+        line.append(_cost_cell(row))
+        if gpu:
+            line.append(_gpu_cell(m))
+        line.append(_medal_counts(row))
         body.append(line)
     return Table(LEVEL_TITLES[level], columns, body, notes=_level_notes(rows), id=f"level-{level}",
                  filters=[_filter(r) for r in rows])
+
+
+def _gpu_cell(m: dict) -> Cell:
+    mem, util = m.get("gpu_peak_memory_pct"), m.get("gpu_utilization_pct")
+    if not mem:
+        return Cell("-", sort=None, title="no GPU measured (CPU runs)")
+    text = f"{mem['mean']:.0f}% mem" + (f", {util['mean']:.0f}% util" if util else "")
+    return Cell(text, sort=mem["mean"], title=f"peak GPU memory {mem['mean']:.1f}% of the card over {mem['n']} run(s)")
 
 
 def _filter(row: dict) -> dict[str, str]:

@@ -212,6 +212,28 @@ class RexMLE(Strict):
     synthetic_leaderboard: bool = False  # True for demo challenges whose "humans" were made up
 
 
+class MLEBench(Strict):
+    """An MLE-bench competition (docs/mlebench.md): graded by MLE-bench's grader for `competition`,
+    ranked by MLE-bench's Kaggle medal rule against the leaderboard in the user's MLE-bench checkout."""
+
+    competition: str
+    answers: str  # the prepared answers file under private/ (MLE-bench's layout)
+    awards_medals: bool  # Kaggle's config: false -> no medal, as on Kaggle
+    human_value: float  # the ReX-MLE paper's Table 2 "Human" value
+    lower_is_better: bool = False
+    metric: str = "auroc"
+
+
+class Solution(Strict):
+    """The winning team's solution report (ReX-MLE's "w/ sol." condition; docs/rexmle.md): a file the
+    user provides (Kaggle write-ups are not shipped), relative to the task file. `--amb-with-solution`
+    puts it in the brief and read-only in the workspace, cut at `max_bytes`."""
+
+    file: str
+    max_bytes: int = Field(default=100_000, gt=0, le=2_000_000)
+    source: str | None = None  # where the report comes from (a URL, a paper)
+
+
 class TaskSpec(Strict):
     id: str
     track: Track
@@ -231,6 +253,8 @@ class TaskSpec(Strict):
     reference_solution: str | None = None  # step file (relative to the task file) for --amb-model=reference
     tags: list[str] = Field(default_factory=list)
     rexmle: RexMLE | None = None  # set for ReX-MLE challenges (ranked against human leaderboards)
+    mlebench: MLEBench | None = None  # set for MLE-bench competitions (task_suites/mlebench-medical)
+    solution: Solution | None = None  # a solution report for --amb-with-solution (None: that condition is n/a)
 
     @field_validator("version", mode="before")
     @classmethod

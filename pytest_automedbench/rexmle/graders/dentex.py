@@ -38,6 +38,12 @@ missed, as an image without output would on the challenge platform. Detections n
 image are dropped and reported. An image without detections is a valid "nothing found".
 Deviation: the reference boxes are renumbered 1..n before COCOeval (pycocotools treats a matched
 reference box with id 0 as unmatched); this changes nothing for ids that start at 1.
+
+Which categories are scored (`metric.params.categories`, docs/fidelity.md): `official` (the default)
+scores the ids the official grader lists, 1-4 quadrants, 1-8 teeth, 1-4 diagnoses (ReX-MLE's grade.py
+hard-codes them as COCOeval's category list), so a box of the release's category 0 is neither a
+reference nor a detection anywhere; `all` scores every id of the release's categories_N plus any a
+reference box carries (0 included), which is what the release's 0-based ids mean.
 """
 from __future__ import annotations
 
@@ -53,6 +59,10 @@ from ...metrics.base import CaseError, TrackResult
 LEVELS = {"quadrant": 1, "enumeration": 2, "diagnosis": 3}
 STATS = {"ap": 0, "ap50": 1, "ap75": 2, "ar": 8}  # COCOeval.stats indices
 METRICS = [f"{m}_{level}" for level in ("mean", *LEVELS) for m in STATS]
+# The category lists of the official grader (ReX-MLE dentex/grade.py, category_mappings): Q1-Q4, N1-N8,
+# caries / deep caries / periapical lesion / impacted as 1-4.
+OFFICIAL_CATEGORIES = {1: list(range(1, 5)), 2: list(range(1, 9)), 3: list(range(1, 5))}
+CATEGORY_MODES = ("official", "all")
 SUBMISSION = "predictions.json"
 
 
@@ -108,8 +118,11 @@ def _read(path: Path) -> tuple[list | None, str | None]:
 
 
 def coco_level(images: list[int], gt_anns: list[dict], level: int, category_ids: list[int],
-               dets: list[dict]) -> dict[str, float]:
-    """ap / ap50 / ap75 / ar of one label level (COCOeval bbox defaults); 0 without detections."""
+               dets: list[dict], scored: list[int] | None = None) -> dict[str, float]:
+    """ap / ap50 / ap75 / ar of one label level (COCOeval bbox defaults); 0 without detections.
+
+    `scored`: COCOeval's category list (the official grader's ids); None scores every category of
+    `category_ids` and of the reference boxes."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
@@ -125,7 +138,7 @@ def coco_level(images: list[int], gt_anns: list[dict], level: int, category_ids:
                 "score": float(d["score"])} for d in dets]
     if not anns or not results:
         return {m: 0.0 for m in STATS}
-    cats = sorted(set(category_ids) | {a["category_id"] for a in anns})
+    cats = sorted(scored) if scored is not None else sorted(set(category_ids) | {a["category_id"] for a in anns})
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints progress and the summary table
         gt = COCO()
         gt.dataset = {"images": [{"id": i} for i in images], "annotations": anns,
@@ -138,13 +151,24 @@ def coco_level(images: list[int], gt_anns: list[dict], level: int, category_ids:
     return {m: max(float(ev.stats[i]), 0.0) for m, i in STATS.items()}  # -1 (nothing to score) -> 0
 
 
-def dentex_metrics(gt: dict, dets: list[dict]) -> dict[str, float]:
-    """The 16 leaderboard metrics for detections whose image_id is already the reference image id."""
+def category_mode(task) -> str:
+    """`metric.params.categories` of the task (official or all)."""
+    params = getattr(getattr(task, "metric", None), "params", None) or {}
+    mode = params.get("categories", "official")
+    if mode not in CATEGORY_MODES:
+        raise ValueError(f"metric.params.categories: expected official or all, got {mode!r}")
+    return mode
+
+
+def dentex_metrics(gt: dict, dets: list[dict], categories: str = "official") -> dict[str, float]:
+    """The 16 leaderboard metrics for detections whose image_id is already the reference image id
+    (`categories`: official or all, see the module docstring)."""
     images = sorted(im["id"] for im in gt.get("images", []))
     values: dict[str, float] = {}
     for name, level in LEVELS.items():
         category_ids = [c["id"] for c in gt.get(f"categories_{level}") or []]
-        for m, v in coco_level(images, gt.get("annotations", []), level, category_ids, dets).items():
+        scored = OFFICIAL_CATEGORIES[level] if categories == "official" else None
+        for m, v in coco_level(images, gt.get("annotations", []), level, category_ids, dets, scored).items():
             values[f"{m}_{name}"] = v
     for m in STATS:
         values[f"{m}_mean"] = sum(values[f"{m}_{name}"] for name in LEVELS) / len(LEVELS)
@@ -153,6 +177,7 @@ def dentex_metrics(gt: dict, dets: list[dict]) -> dict[str, float]:
 
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     """Score outputs/predictions.json against private/annotations.json (see the module docstring)."""
+    mode = category_mode(task)
     gt = json.loads((private / "annotations.json").read_text(encoding="utf-8"))
     ids = {_case_id(im["file_name"]): im["id"] for im in gt["images"]}
     n_ref: dict[str, int] = {case: 0 for case in ids}
@@ -210,11 +235,12 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
 
     result.n_valid = len(ids) - len(broken)
     dets = [{**d, "image_id": ids[case]} for case in sorted(by_case) for d in by_case[case]]
-    values = dentex_metrics(gt, dets)
+    values = dentex_metrics(gt, dets, mode)
     result.score = values["ap_mean"]
     result.components = {name: values[f"ap_{name}"] for name in LEVELS}
     result.per_case = {case: {"n_detections": float(len(by_case[case])), "n_reference": float(n_ref[case])}
                        for case in sorted(ids) if case not in broken}
     result.diagnostics["challenge_metrics"] = values
     result.diagnostics["n_detections"] = len(dets)
+    result.diagnostics["categories"] = mode
     return result

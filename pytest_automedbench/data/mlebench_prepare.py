@@ -1,0 +1,232 @@
+"""Preparers of MLE-bench's medical competitions: the public/private split MLE-bench makes from the
+Kaggle download (its mlebench/competitions/<id>/prepare.py at 783b15a, rewritten), then a check of
+the prepared files against MLE-bench's checksums.yaml (md5) from the user's MLE-bench checkout
+(`$AMB_MLEBENCH_DIR`), naming every file that differs. Called as `prepare(public, private,
+source=DIR, competition=ID)` by `automedbench prepare TASK --source DIR` with DIR the unzipped Kaggle
+download. Kaggle's description.md is copied from the checkout into public/ when it is there.
+
+The split is MLE-bench's own: the same sklearn `train_test_split` calls (random_state 0, the same
+test fractions), the same columns and CSV writing, so the md5 of every CSV equals MLE-bench's.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+from .preparers.common import LayoutError
+from .rexmle_prepare import _listing
+
+
+class SourceLayoutError(LayoutError):
+    """The download is not the Kaggle competition's layout; the message names what is missing."""
+
+
+class ChecksumMismatch(LayoutError):
+    """Prepared files differ from MLE-bench's checksums; the message names each file."""
+
+
+def _read_csv(path: Path, **kw):
+    import pandas as pd
+
+    if not path.is_file():
+        raise SourceLayoutError(f"{path.name} not found in {path.parent} (the unzipped Kaggle download); "
+                                f"it holds: {_listing(path.parent)}")
+    # MLE-bench's read_csv parses floats with float_precision="round_trip", pandas 3's default (which
+    # deprecates the argument); so floats are written back byte for byte as MLE-bench writes them
+    if int(pd.__version__.split(".")[0]) < 3:
+        kw.setdefault("float_precision", "round_trip")
+    return pd.read_csv(path, **kw)
+
+
+def _copy(ids, src: Path, dst: Path, suffix: str = "") -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for file_id in ids:
+        source = src / f"{file_id}{suffix}"
+        if not source.exists():
+            raise SourceLayoutError(f"{source} not found (listed in the labels but not in the download)")
+        if source.is_dir():
+            shutil.copytree(source, dst / f"{file_id}{suffix}", dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, dst / f"{file_id}{suffix}")
+
+
+def histopathologic_cancer_detection(raw: Path, public: Path, private: Path) -> None:
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train_labels.csv")
+    num_test = len(list((raw / "test").glob("*.tif")))
+    test_ratio = num_test / (len(old_train) + num_test)
+    train_ids, test_ids = train_test_split(old_train["id"], test_size=test_ratio, random_state=0)
+    new_train = old_train[old_train["id"].isin(train_ids)]
+    new_test = old_train[old_train["id"].isin(test_ids)]
+    _copy(train_ids, raw / "train", public / "train", ".tif")
+    _copy(test_ids, raw / "train", public / "test", ".tif")
+    sample = new_test.copy()
+    sample["label"] = 0
+    new_train.to_csv(public / "train_labels.csv", index=False)
+    new_test.to_csv(private / "answers.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+def rsna_miccai_radiogenomic(raw: Path, public: Path, private: Path) -> None:
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train_labels.csv", dtype={"BraTS21ID": str, "MGMT_value": int})
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    _copy(new_train["BraTS21ID"], raw / "train", public / "train")
+    _copy(new_test["BraTS21ID"], raw / "train", public / "test")
+    sample = new_test.copy()
+    sample["MGMT_value"] = 0.5
+    new_train.to_csv(public / "train_labels.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+def ranzcr_clip(raw: Path, public: Path, private: Path) -> None:
+    from sklearn.model_selection import train_test_split
+
+    from ..rexmle.mlebench.grading import RANZCR_CLASSES
+
+    old_train = _read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    annotations = _read_csv(raw / "train_annotations.csv")
+    new_annotations = annotations[annotations["StudyInstanceUID"].isin(new_train["StudyInstanceUID"])]
+    _copy(new_train["StudyInstanceUID"], raw / "train", public / "train", ".jpg")
+    _copy(new_test["StudyInstanceUID"], raw / "train", public / "test", ".jpg")
+    sample = new_test[["StudyInstanceUID"] + RANZCR_CLASSES].copy()
+    sample[RANZCR_CLASSES] = 0
+    new_train.to_csv(public / "train.csv", index=False)
+    new_annotations.to_csv(public / "train_annotations.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+BREAST_TEST_COLUMNS = ["site_id", "patient_id", "image_id", "laterality", "view", "age", "implant", "machine_id",
+                       "prediction_id"]
+
+
+def rsna_breast_cancer(raw: Path, public: Path, private: Path) -> None:
+    """Split by patient (10%, random_state 42); one answer row per patient x laterality (the first)."""
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train.csv")
+    train_patients, test_patients = train_test_split(old_train["patient_id"].unique(), test_size=0.1,
+                                                     random_state=42)
+    new_train = old_train[old_train["patient_id"].isin(set(train_patients))].copy()
+    answers = old_train[old_train["patient_id"].isin(set(test_patients))][BREAST_TEST_COLUMNS[:-1] + ["cancer"]].copy()
+    new_train.to_csv(public / "train.csv", index=False)
+    answers["prediction_id"] = answers["patient_id"].astype(str) + "_" + answers["laterality"]
+    test = answers.drop(columns=["cancer"])
+    test.to_csv(public / "test.csv", index=False)
+    answers = answers[["prediction_id", "cancer"]].groupby("prediction_id").first().reset_index()
+    answers.to_csv(private / "answers.csv", index=False)
+    sample = answers.copy()
+    sample["cancer"] = new_train.cancer.mean()
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    for folder, frame in (("train_images", new_train), ("test_images", test)):
+        for patient, images in frame.groupby("patient_id")["image_id"]:
+            _copy([f"{i}.dcm" for i in images], raw / "train_images" / str(patient), public / folder / str(patient))
+
+
+ISIC_TEST_TFRECORDS = {"train00-2071.tfrec", "train06-2071.tfrec"}  # MLE-bench's test set: 2 of 16 files
+
+
+def siim_isic_melanoma(raw: Path, public: Path, private: Path) -> None:
+    """Test = the images of two TFRecord files (about 10%); DICOMs, JPEGs and TFRecords split alike."""
+    from .tfrecord import TFRecordError, ids
+
+    old_train = _read_csv(raw / "train.csv")
+    test_ids = []
+    for name in ISIC_TEST_TFRECORDS:  # MLE-bench iterates a set: the order does not reach any file
+        if not (raw / "tfrecords" / name).is_file():
+            raise SourceLayoutError(f"{raw / 'tfrecords' / name} not found (MLE-bench's test split is the "
+                                    f"images of {' and '.join(sorted(ISIC_TEST_TFRECORDS))})")
+        try:
+            test_ids.extend(ids(raw / "tfrecords" / name))
+        except TFRecordError as e:
+            raise SourceLayoutError(str(e)) from None
+    is_test = old_train["image_name"].isin(test_ids)
+    new_train, new_test = old_train[~is_test], old_train[is_test]
+    new_test[["image_name", "patient_id", "sex", "age_approx", "anatom_site_general_challenge"]].to_csv(
+        public / "test.csv", index=False)
+    answers = new_test[["image_name", "target"]]
+    sample = answers.copy()
+    sample["target"] = 0
+    new_train.to_csv(public / "train.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    answers.to_csv(private / "test.csv", index=False)
+    for split, frame in (("train", new_train), ("test", new_test)):
+        _copy(frame["image_name"], raw / "train", public / split, ".dcm")
+        _copy(frame["image_name"], raw / "jpeg" / "train", public / "jpeg" / split, ".jpg")
+    counts = {"train": 0, "test": 0}
+    (public / "tfrecords").mkdir(exist_ok=True)
+    for file in sorted((raw / "tfrecords").glob("train*.tfrec")):
+        split = "test" if file.name in ISIC_TEST_TFRECORDS else "train"
+        shutil.copy(file, public / "tfrecords" / f"{split}{counts[split]:02d}-{file.stem.split('-')[1]}.tfrec")
+        counts[split] += 1
+
+
+PREPARERS = {
+    "histopathologic-cancer-detection": histopathologic_cancer_detection,
+    "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
+    "ranzcr-clip-catheter-line-classification": ranzcr_clip,
+    "rsna-breast-cancer-detection": rsna_breast_cancer,
+    "siim-isic-melanoma-classification": siim_isic_melanoma,
+}
+
+
+def md5(path: Path) -> str:
+    h = hashlib.md5()  # noqa: S324 - MLE-bench's checksums are md5
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(public: Path, private: Path, expected: dict) -> list[str]:
+    """Every prepared file whose md5 differs from MLE-bench's checksums.yaml (or is missing)."""
+    problems = []
+    for side, folder in (("public", public), ("private", private)):
+        for name, digest in sorted((expected.get(side) or {}).items()):
+            if isinstance(digest, dict):  # a folder's files: not listed for these competitions
+                continue
+            path = folder / name
+            if not path.is_file():
+                problems.append(f"{side}/{name}: missing")
+            elif md5(path) != digest:
+                problems.append(f"{side}/{name}: md5 {md5(path)}, MLE-bench's checksums.yaml says {digest}")
+    return problems
+
+
+def prepare(public: Path, private: Path, source=None, competition: str = "", checkout: str | None = None,
+            progress=None) -> None:
+    """Split the Kaggle download as MLE-bench does, then check MLE-bench's checksums (see the module doc)."""
+    from ..rexmle.mlebench import checkout as mlebench_checkout
+
+    if source is None:
+        raise SourceLayoutError("no source folder: run `automedbench prepare TASK --source DIR` with DIR the "
+                                "unzipped Kaggle download")
+    raw = Path(source).expanduser()
+    try:
+        preparer = PREPARERS[competition]
+    except KeyError:
+        raise SourceLayoutError(f"no preparer for MLE-bench competition {competition!r}") from None
+    preparer(raw, Path(public), Path(private))
+    root = Path(checkout).expanduser() if checkout else None
+    expected, problem = mlebench_checkout.checksums(competition, root)
+    if expected is None:
+        print(f"automedbench prepare: {competition}: split not checked against MLE-bench's checksums ({problem})",
+              file=sys.stderr)
+    else:
+        differs = verify(Path(public), Path(private), expected)
+        if differs:
+            raise ChecksumMismatch(f"{competition}: the prepared files differ from MLE-bench's checksums.yaml "
+                                   f"(another Kaggle download version?): " + "; ".join(differs))
+    description, _ = mlebench_checkout.read_file(competition, "description.md", root)
+    if description is not None:
+        (Path(public) / "description.md").write_bytes(description)
+
+
+__all__ = ["ChecksumMismatch", "PREPARERS", "SourceLayoutError", "md5", "prepare", "verify"]

@@ -1,0 +1,132 @@
+"""MLE-bench's grading, per competition, written from its grade.py files (openai/mle-bench@783b15a,
+mlebench/competitions/<id>/grade.py and mlebench/competitions/utils.py; read, not copied).
+
+Each grader takes the submission and the answers as DataFrames and returns the score, or raises
+InvalidSubmission with MLE-bench's reason (MLE-bench then records no score: an invalid submission).
+`grade()` rounds to 5 decimals as MLE-bench's Grader.__call__ does. Pinned against MLE-bench's own
+code by tests/fixtures/mlebench/golden_grades.json (tests/test_mlebench_grading.py).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+
+class InvalidSubmission(ValueError):
+    """The submission is not gradable (MLE-bench's InvalidSubmissionError); the message says why."""
+
+
+def auroc_inputs(submission: pd.DataFrame, answers: pd.DataFrame, id_col: str, target_col: str):
+    """(y_true, y_score) as MLE-bench's prepare_for_auroc_metric checks and aligns them."""
+    for col in (id_col, target_col):
+        if col not in submission.columns:
+            raise InvalidSubmission(f"Submission should have an {col} column" if col == id_col
+                                    else f"Submission should have a {col} column")
+    if len(submission) != len(answers):
+        raise InvalidSubmission("Submission and answers should have the same number of rows")
+    try:
+        scores = pd.to_numeric(submission[target_col])
+    except (ValueError, TypeError):
+        raise InvalidSubmission(f"Expected {target_col} column to be numeric, got "
+                                f"{submission[target_col].dtype} instead") from None
+    if scores.min() < 0 or scores.max() > 1:
+        raise InvalidSubmission(f"Submission {target_col} column should contain probabilities, and therefore "
+                                "contain values between 0 and 1 inclusive")
+    # MLE-bench sorts both by id (pandas' default quicksort) and compares the ids position by position
+    sub = submission.sort_values(id_col)
+    ans = answers.sort_values(id_col)
+    if (sub[id_col].values != ans[id_col].values).any():
+        raise InvalidSubmission(f"Submission and answers should have the same {id_col} values")
+    return ans[target_col].to_numpy(), pd.to_numeric(sub[target_col]).to_numpy()
+
+
+def _auroc(y_true, y_score) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y_true=y_true, y_score=y_score))
+
+
+def histopathologic_cancer_detection(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """AUROC of `label` by `id`."""
+    return _auroc(*auroc_inputs(submission, answers, "id", "label"))
+
+
+def rsna_miccai_radiogenomic(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """AUROC of `MGMT_value` by `BraTS21ID`."""
+    return _auroc(*auroc_inputs(submission, answers, "BraTS21ID", "MGMT_value"))
+
+
+def siim_isic_melanoma(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """AUROC of `target` by `image_name`."""
+    return _auroc(*auroc_inputs(submission, answers, "image_name", "target"))
+
+
+# MLE-bench's RANZCR classes (its classes.py): nine of Kaggle's eleven columns; "CVC - Normal" and
+# "Swan Ganz Catheter Present" are not graded there, so not here either (docs/mlebench.md).
+RANZCR_CLASSES = ["ETT - Abnormal", "ETT - Borderline", "ETT - Normal", "NGT - Abnormal", "NGT - Borderline",
+                  "NGT - Incompletely Imaged", "NGT - Normal", "CVC - Abnormal", "CVC - Borderline"]
+
+
+def ranzcr_clip(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """Mean over RANZCR_CLASSES of the AUROC by `StudyInstanceUID`."""
+    for name in RANZCR_CLASSES:
+        if name not in submission.columns:
+            raise InvalidSubmission(f"Class {name} is not in the submission.")
+    if len(submission) != len(answers):
+        raise InvalidSubmission(f"Expected {len(answers)} rows in submission, got {len(submission)}.")
+    return float(np.average([_auroc(*auroc_inputs(submission, answers, "StudyInstanceUID", name))
+                             for name in RANZCR_CLASSES]))
+
+
+def pf1(labels, predictions) -> float:
+    """Kaggle's probabilistic F1 (beta 1): predictions clipped to [0, 1], expected true and false
+    positives from the probabilities; 0 when precision or recall is not positive (incl. 0/0)."""
+    p = np.clip(np.asarray(predictions, dtype=float), 0, 1)
+    positive = np.asarray(labels).astype(bool)
+    ctp, cfp, n_true = float(p[positive].sum()), float(p[~positive].sum()), int(positive.sum())
+    precision = ctp / (ctp + cfp) if ctp + cfp else float("nan")
+    recall = ctp / n_true if n_true else (float("inf") if ctp else float("nan"))
+    if precision > 0 and recall > 0:
+        return 2 * precision * recall / (precision + recall)
+    return 0.0
+
+
+def rsna_breast_cancer(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """Probabilistic F1 of `cancer` by `prediction_id` (MLE-bench's pfbeta with beta 1)."""
+    for col in ("prediction_id", "cancer"):
+        if col not in submission.columns:
+            raise InvalidSubmission(f"{col} not in submission")
+    if len(submission) != len(answers):
+        raise InvalidSubmission("submission and answers have different lengths")
+    sub = submission.sort_values(by="prediction_id")
+    ans = answers.sort_values(by="prediction_id")
+    if (sub["prediction_id"].values != ans["prediction_id"].values).any():
+        raise InvalidSubmission("prediction_id not aligned")
+    try:
+        predictions = pd.to_numeric(sub["cancer"]).to_numpy()
+    except (ValueError, TypeError) as e:  # MLE-bench's min/max fail: an invalid submission
+        raise InvalidSubmission(f"cancer must be numeric ({e})") from None
+    return float(pf1(ans["cancer"].to_numpy(), predictions))
+
+
+GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
+    "histopathologic-cancer-detection": histopathologic_cancer_detection,
+    "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
+    "ranzcr-clip-catheter-line-classification": ranzcr_clip,
+    "rsna-breast-cancer-detection": rsna_breast_cancer,
+    "siim-isic-melanoma-classification": siim_isic_melanoma,
+}
+
+
+def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """The competition's score rounded to 5 decimals (raises InvalidSubmission)."""
+    try:
+        fn = GRADERS[competition]
+    except KeyError:
+        raise LookupError(f"no MLE-bench grader for {competition!r} (have: {', '.join(sorted(GRADERS))})") from None
+    return round(fn(submission, answers), 5)
+
+
+__all__ = ["GRADERS", "InvalidSubmission", "RANZCR_CLASSES", "auroc_inputs", "grade"]

@@ -1,0 +1,177 @@
+"""Small Kaggle-layout downloads of the MLE-bench competitions and graded submission cases.
+
+The same builders made tests/fixtures/mlebench/checksums_by_mlebench.json and golden_grades.json by
+running MLE-bench's own prepare.py and grade.py (openai/mle-bench@783b15a) on them once; the tests
+check that our preparers and graders give the same files and numbers."""
+import io
+
+import numpy as np
+import pandas as pd
+
+BREAST, ISIC = "rsna-breast-cancer-detection", "siim-isic-melanoma-classification"
+HCD, RSNA_RG, RANZCR = ("histopathologic-cancer-detection", "rsna-miccai-brain-tumor-radiogenomic-classification",
+                        "ranzcr-clip-catheter-line-classification")
+RANZCR_KAGGLE = ["ETT - Abnormal", "ETT - Borderline", "ETT - Normal", "NGT - Abnormal", "NGT - Borderline",
+                 "NGT - Incompletely Imaged", "NGT - Normal", "CVC - Abnormal", "CVC - Borderline", "CVC - Normal",
+                 "Swan Ganz Catheter Present"]
+TARGETS = {HCD: ("id", ["label"]), RSNA_RG: ("BraTS21ID", ["MGMT_value"]),
+           RANZCR: ("StudyInstanceUID", RANZCR_KAGGLE[:9]), BREAST: ("prediction_id", ["cancer"]),
+           ISIC: ("image_name", ["target"])}
+
+
+def hcd(raw):
+    rng = np.random.default_rng(1)
+    ids = [f"{rng.integers(16 ** 12):012x}{k:02d}" for k in range(40)]
+    (raw / "train").mkdir(parents=True)
+    (raw / "test").mkdir()
+    for i in ids:
+        (raw / "train" / f"{i}.tif").write_bytes(b"II*\0" + i.encode())
+    for k in range(10):
+        (raw / "test" / f"kaggle_test_{k:02d}.tif").write_bytes(b"II*\0")
+    pd.DataFrame({"id": ids, "label": rng.integers(0, 2, len(ids))}).to_csv(raw / "train_labels.csv", index=False)
+
+
+def rsna_rg(raw):
+    rng = np.random.default_rng(2)
+    ids = [f"{k:05d}" for k in sorted(rng.choice(900, 60, replace=False))]
+    for i in ids:
+        (raw / "train" / i / "FLAIR").mkdir(parents=True)
+        (raw / "train" / i / "FLAIR" / "Image-1.dcm").write_bytes(b"DICM" + i.encode())
+    labels = np.array([0, 1] * 30)
+    rng.shuffle(labels)
+    pd.DataFrame({"BraTS21ID": ids, "MGMT_value": labels}).to_csv(raw / "train_labels.csv", index=False)
+
+
+def ranzcr(raw):
+    rng = np.random.default_rng(3)
+    uids = [f"1.2.826.0.1.3680043.8.498.{rng.integers(10 ** 12)}{k:03d}" for k in range(100)]
+    (raw / "train").mkdir(parents=True)
+    for u in uids:
+        (raw / "train" / f"{u}.jpg").write_bytes(b"\xff\xd8" + u.encode())
+    frame = pd.DataFrame({"StudyInstanceUID": uids, **{c: rng.integers(0, 2, len(uids)) for c in RANZCR_KAGGLE},
+                          "PatientID": [f"ec{rng.integers(10 ** 6):06d}" for _ in uids]})
+    frame.to_csv(raw / "train.csv", index=False)
+    rows = [(u, "CVC - Normal", f"[[{rng.integers(100)}, {rng.integers(100)}], [1, 2]]") for u in uids[::3]]
+    pd.DataFrame(rows, columns=["StudyInstanceUID", "label", "data"]).to_csv(raw / "train_annotations.csv",
+                                                                             index=False)
+
+
+def breast(raw):
+    rng = np.random.default_rng(4)
+    rows = []
+    for patient in sorted(rng.choice(60000, 50, replace=False)):
+        cancer = {side: int(rng.random() < 0.3) for side in "LR"}
+        age = float(rng.integers(40, 80)) if rng.random() < 0.9 else float("nan")
+        for side in "LR":
+            for view in ("CC", "MLO")[: 1 + int(rng.integers(0, 2))]:
+                image = int(rng.integers(10 ** 9))
+                rows.append({"site_id": int(rng.integers(1, 3)), "patient_id": int(patient), "image_id": image,
+                             "laterality": side, "view": view, "age": age, "cancer": cancer[side],
+                             "biopsy": cancer[side], "invasive": 0, "BIRADS": float(rng.integers(0, 3)),
+                             "implant": 0, "density": "ABCD"[int(rng.integers(0, 4))],
+                             "machine_id": int(rng.integers(20, 50)), "difficult_negative_case": False})
+                folder = raw / "train_images" / str(patient)
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / f"{image}.dcm").write_bytes(b"DICM" + str(image).encode())
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked(data: bytes) -> bytes:
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8 & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    def varint(n):
+        out = b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                return out
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def example(features: dict) -> bytes:
+    """A serialized tf.train.Example of bytes features."""
+    entries = b"".join(_field(1, _field(1, k.encode()) + _field(2, _field(1, _field(1, v))))
+                       for k, v in features.items())
+    return _field(1, entries)
+
+
+def write_tfrecord(path, records):
+    with open(path, "wb") as f:
+        for data in records:
+            length = len(data).to_bytes(8, "little")
+            f.write(length + _masked(length) + data + _masked(data))
+
+
+def isic(raw):
+    rng = np.random.default_rng(5)
+    names = [f"ISIC_{k:07d}" for k in sorted(rng.choice(10 ** 6, 48, replace=False))]
+    (raw / "train").mkdir(parents=True)
+    (raw / "jpeg" / "train").mkdir(parents=True)
+    (raw / "tfrecords").mkdir()
+    rows = []
+    for k, name in enumerate(names):
+        (raw / "train" / f"{name}.dcm").write_bytes(b"DICM" + name.encode())
+        (raw / "jpeg" / "train" / f"{name}.jpg").write_bytes(b"\xff\xd8" + name.encode())
+        target = int(k % 5 == 0)
+        rows.append({"image_name": name, "patient_id": f"IP_{rng.integers(10 ** 7):07d}",
+                     "sex": ["male", "female"][int(rng.integers(0, 2))],
+                     "age_approx": float(rng.integers(2, 18) * 5) if rng.random() < 0.95 else float("nan"),
+                     "anatom_site_general_challenge": ["torso", "head/neck", "lower extremity", ""][int(rng.integers(0, 4))],
+                     "diagnosis": "melanoma" if target else "unknown",
+                     "benign_malignant": "malignant" if target else "benign", "target": target})
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+    files = ["train00-2071", "train01-2071", "train06-2071", "train07-2071"]
+    for f, chunk in zip(files, np.array_split(np.array(names), len(files))):
+        write_tfrecord(raw / "tfrecords" / f"{f}.tfrec",
+                       [example({"image_name": n.encode(), "image": b"\xff\xd8jpeg"}) for n in chunk])
+
+
+BUILDERS = {HCD: hcd, RSNA_RG: rsna_rg, RANZCR: ranzcr, BREAST: breast, ISIC: isic}
+
+
+def _text(frame):
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+def submissions(competition, answers, rng):
+    """(name, submission CSV text) cases: valid ones with various scores and MLE-bench's invalid kinds."""
+    id_col, targets = TARGETS[competition]
+    truth = answers[[id_col] + targets]
+    perfect = truth.copy()
+    yield "perfect", _text(perfect)
+    noisy = truth.copy()
+    for t in targets:
+        noisy[t] = np.clip(truth[t] * 0.3 + rng.random(len(truth)) * 0.7, 0, 1).round(4)
+    yield "noisy", _text(noisy)
+    yield "shuffled rows", _text(noisy.sample(frac=1, random_state=3))
+    constant = truth.copy()
+    constant[targets] = 0.5
+    yield "constant", _text(constant)
+    inverted = truth.copy()
+    for t in targets:
+        inverted[t] = 1 - truth[t]
+    yield "inverted", _text(inverted)
+    yield "missing target column", _text(noisy.drop(columns=[targets[-1]]))
+    yield "one row short", _text(noisy.iloc[1:])
+    out_of_range = noisy.copy()
+    out_of_range.loc[out_of_range.index[0], targets[0]] = 1.5
+    yield "probability above 1", _text(out_of_range)
+    wrong_id = noisy.copy()
+    wrong_id[id_col] = wrong_id[id_col].astype(str)
+    wrong_id.loc[wrong_id.index[0], id_col] = "not-a-case"
+    yield "unknown id", _text(wrong_id)
