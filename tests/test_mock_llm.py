@@ -282,3 +282,41 @@ def test_mock_llm_fixture_points_both_sdks_at_the_server(mock_llm):
         model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
     assert msg.content[0].text == "from anthropic"
     assert [r["api"] for r in mock_llm.requests] == ["openai", "anthropic"]
+
+
+def test_streams_and_the_other_endpoints_read_by_the_real_sdks():
+    """SSE of both wire formats and responses, embeddings, count_tokens and models, as the SDKs parse them."""
+    import anthropic
+    import openai
+
+    from pytest_automedbench.testing.mock_llm import answer_by_request
+
+    with MockLLMServer([
+        {"text": "streamed text", "usage": {"input": 11, "output": 3, "cache_read": 2}},
+        {"tool_calls": [{"name": "run", "arguments": {"code": "print(1)"}}], "usage": {"input": 5, "output": 7}},
+        {"text": "a response", "usage": {"input": 9, "output": 4, "cache_read": 1}},
+    ], responder=answer_by_request) as server:
+        a = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="k", max_retries=0)
+        with a.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]) as s:
+            final = s.get_final_message()
+        assert final.content[0].text == "streamed text"
+        assert (final.usage.input_tokens, final.usage.output_tokens, final.usage.cache_read_input_tokens) == (11, 3, 2)
+        o = openai.OpenAI(base_url=server.openai_base_url, api_key="k", max_retries=0)
+        chunks = list(o.chat.completions.create(model="m", stream=True, stream_options={"include_usage": True},
+                                                messages=[{"role": "user", "content": "x"}]))
+        args = "".join(c.choices[0].delta.tool_calls[0].function.arguments or "" for c in chunks
+                       if c.choices and c.choices[0].delta.tool_calls)
+        assert json.loads(args) == {"code": "print(1)"} and chunks[-1].usage.completion_tokens == 7
+        with o.responses.stream(model="m", input="hi") as rs:
+            done = rs.get_final_response()
+        assert done.output_text == "a response" and done.usage.input_tokens == 10
+        emb = o.embeddings.create(model="e", input=["a", "b"])
+        assert len(emb.data) == 2 and emb.usage.prompt_tokens == 2
+        assert a.messages.count_tokens(model="m", messages=[{"role": "user", "content": "x" * 40}]).input_tokens > 0
+        assert {m.id for m in o.models.list()} == {"mock-model", "mock-embedding"}
+        forced = o.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tool_choice="required",
+                                           tools=[{"type": "function", "function": {"name": "review", "parameters": {
+                                               "type": "object", "properties": {"ok": {"type": "boolean"}}}}}])
+        assert json.loads(forced.choices[0].message.tool_calls[0].function.arguments) == {"ok": False}
+        assert [u["endpoint"] for u in server.usage_log] == ["messages", "chat.completions", "responses", "embeddings",
+                                                            "chat.completions"]

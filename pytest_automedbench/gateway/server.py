@@ -11,41 +11,33 @@ control route ``GET /amb/v1/run-state?wait=S`` the forwarder long-polls to learn
 ended. Every request must carry a run's token (``Authorization: Bearer``, ``x-api-key`` or
 ``api-key``); the incoming auth headers are dropped and the provider's key is added upstream.
 
-Upstream is standard-library `http.client` (one connection per call). A reply in the agent's
-format is passed through (the model name replaced by the role's model); otherwise it is
-translated (`translate`). Every byte that comes back from upstream is scrubbed of the provider
-keys before it reaches the agent: an upstream 401 that echoes the key shows ``[redacted]``.
+Each model call is a `calls.Call` (admit, route, pass through or translate, relay, meter). Every
+byte that comes back from upstream is scrubbed of the provider keys before it reaches the agent:
+an upstream 401 that echoes the key shows ``[redacted]``.
 """
 from __future__ import annotations
 
 import atexit
-import http.client
 import json
 import os
 import shutil
-import socket
 import socketserver
-import ssl
 import sys
 import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qs, urlsplit
 
-from . import translate
+from .calls import Call
 from .providers import ANTHROPIC, OPENAI, ROLE_ALIASES, Provider, Route, providers_from_env, role_for
-from .runs import CostFn, LLMCall, RunBinding, RunLimits
-from .wire import StreamMeter, error_body, estimate_tokens, sse_events, usage_of
+from .runs import CostFn, RunBinding, RunLimits
+from .wire import error_body
 
 FORWARDER = Path(__file__).with_name("forwarder.py")
-UPSTREAM_TIMEOUT_S = 600.0
 MAX_BODY = 64 * 1024 * 1024
 REDACTED = b"[redacted]"
-# Request headers passed on to the provider (everything else, auth first, stays here).
-_PASS_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", "accept")
 _ENDPOINTS = (("/chat/completions", OPENAI, "chat.completions"), ("/responses", OPENAI, "responses"),
               ("/embeddings", OPENAI, "embeddings"), ("/messages/count_tokens", ANTHROPIC, "messages.count_tokens"),
               ("/messages", ANTHROPIC, "messages"))
@@ -184,21 +176,6 @@ def _token_of(headers: Any) -> str | None:
     return headers.get("x-api-key") or headers.get("api-key")
 
 
-def _open(provider: Provider, path: str, body: bytes, headers: dict[str, str]) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-    scheme, host, port, full = provider.url(path)
-    if scheme == "https":
-        conn: http.client.HTTPConnection = http.client.HTTPSConnection(host, port, timeout=UPSTREAM_TIMEOUT_S,
-                                                                        context=ssl.create_default_context())
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT_S)
-    conn.request("POST", full, body=body, headers={**headers, **provider.auth_headers(),
-                                                   "Content-Type": "application/json",
-                                                   "Content-Length": str(len(body))})
-    if conn.sock is not None:
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return conn, conn.getresponse()
-
-
 class _Handler(BaseHTTPRequestHandler):
     server: _UnixHTTPServer
     protocol_version = "HTTP/1.1"
@@ -302,218 +279,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(wire, 400, f"request body is not a JSON object ({exc})")
             return
         Call(self, binding, wire, kind, body).run()
-
-
-class Call:
-    """One model call: admit, route, send (passed through or translated), relay, meter."""
-
-    def __init__(self, handler: _Handler, binding: RunBinding, wire: str, kind: str, body: dict[str, Any]):
-        self.h, self.binding, self.wire, self.kind, self.body = handler, binding, wire, kind, body
-        self.asked = body.get("model") if isinstance(body.get("model"), str) else None
-        self.stream = bool(body.get("stream"))
-        self.started = time.monotonic()
-        self.event = LLMCall(started_s=round(binding.elapsed(), 4), endpoint=kind, wire=wire, provider=None,
-                             model_asked=self.asked, model_served=None, role=None, status=0, stream=self.stream)
-
-    def finish(self, status: int, error: str | None = None) -> None:
-        self.event.status = status
-        self.event.latency_s = round(time.monotonic() - self.started, 4)
-        if error:
-            self.event.error = self.h.gw.scrub_text(error)[:500]
-        self.binding.record(self.event)
-
-    def refuse(self, status: int, message: str, etype: str | None = None, counted: bool = False) -> None:
-        self.event.counted = counted
-        self.finish(status, message)
-        self.h._error(self.wire, status, message, etype)
-
-    def run(self) -> None:
-        binding = self.binding
-        role = role_for(self.asked, self.kind.split(".")[0])
-        route = binding.routes.get(role)
-        self.event.role = role
-        if route is None:
-            self.refuse(400, f"no {role} model is configured for this run (--amb-agent-models {role}=MODEL)")
-            return
-        provider = self.h.gw.providers.get(route.wire)
-        self.event.provider, self.event.model_served = route.wire, route.model
-        if provider is None:
-            self.refuse(400, f"the {route.wire} provider is not configured in the harness")
-            return
-        if self.kind == "messages.count_tokens":
-            self.count_tokens(provider, route)
-            return
-        reason = binding.admit()
-        if reason is not None:
-            self.refuse(400, f"the run's limit {reason} is reached; the run is over", "invalid_request_error")
-            return
-        if self.kind in ("responses", "embeddings") and route.wire != OPENAI:
-            self.refuse(400, f"{self.kind} needs an OpenAI-compatible provider for role {role}; "
-                             f"{route.model} is served by {route.wire} (not translated in version 1)", counted=True)
-            return
-        if route.wire == self.wire:
-            self.passthrough(provider, route)
-        else:
-            self.translated(provider, route)
-
-    def _headers(self) -> dict[str, str]:
-        headers = {k: v for k in _PASS_HEADERS if (v := self.h.headers.get(k))}
-        if self.event.provider == ANTHROPIC:
-            headers.setdefault("anthropic-version", "2023-06-01")
-        return headers
-
-    def _path(self) -> str:
-        return "/" + self.kind.replace(".", "/")
-
-    def count_tokens(self, provider: Provider, route: Route) -> None:
-        self.event.counted = False
-        if provider.wire == ANTHROPIC:
-            self.passthrough(provider, route)
-            return
-        counted = {k: self.body.get(k) for k in ("system", "messages", "tools")}
-        self.event.estimated = True
-        self.finish(200)
-        self.h._send(200, {"input_tokens": estimate_tokens(counted)})
-
-    # -- same wire format: the bytes go through, scrubbed; usage read on the way
-    def passthrough(self, provider: Provider, route: Route) -> None:
-        body = dict(self.body, model=route.model)
-        own_usage = True
-        if self.stream and self.kind == "chat.completions":
-            options = dict(body.get("stream_options") or {})
-            own_usage = bool(options.get("include_usage"))
-            body["stream_options"] = {**options, "include_usage": True}  # metering needs the usage chunk
-        try:
-            conn, resp = _open(provider, self._path(), json.dumps(body).encode("utf-8"), self._headers())
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            self.upstream_failed(exc)
-            return
-        try:
-            if resp.status == 200 and self.stream and "event-stream" in (resp.getheader("Content-Type") or ""):
-                self.relay_stream(resp, own_usage)
-            else:
-                data = self.h.gw.scrub(resp.read())
-                self.meter_body(resp.status, data)  # recorded before the agent can read the reply
-                self.h._send(resp.status, data, resp.getheader("Content-Type") or "application/json")
-        except (OSError, http.client.HTTPException) as exc:
-            self.h.close_connection = True
-            self.finish(502, f"upstream connection broke: {type(exc).__name__}: {exc}")
-        finally:
-            conn.close()
-
-    def relay_stream(self, resp: http.client.HTTPResponse, own_usage: bool) -> None:
-        h = self.h
-        h.send_response(200)
-        h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Cache-Control", "no-cache")
-        h.send_header("Connection", "close")
-        h.end_headers()
-        h.close_connection = True
-        meter = StreamMeter(self.event.provider or self.wire, self.kind.split(".")[0])
-        first = None
-        for raw, data in sse_events(iter(resp.readline, b"")):
-            meter.see(data)
-            if not own_usage and isinstance(data, dict) and data.get("choices") == [] and "usage" in data:
-                continue  # the usage chunk the agent did not ask for
-            if first is None and data is not None:
-                first = time.monotonic() - self.started
-            if data is None and raw.startswith(b"data: [DONE]") or \
-                    isinstance(data, dict) and data.get("type") in ("message_stop", "response.completed"):
-                self._end_stream(meter, first)  # recorded before the agent reads the last event
-            h.wfile.write(self.h.gw.scrub(raw))
-            h.wfile.flush()
-        self._end_stream(meter, first)
-
-    def _end_stream(self, meter: StreamMeter, first: float | None) -> None:
-        if self.event.status:
-            return
-        self.event.first_token_s = None if first is None else round(first, 4)
-        self._set_usage(meter.usage, None)
-        self.finish(200)
-
-    def meter_body(self, status: int, data: bytes) -> None:
-        try:
-            reply = json.loads(data)
-        except ValueError:
-            reply = None
-        if status != 200:
-            message = ((reply or {}).get("error") or {}).get("message") if isinstance(reply, dict) else None
-            self.finish(status, message or data[:300].decode("utf-8", "replace"))
-            return
-        provider_wire = self.event.provider or self.wire
-        self._set_usage(usage_of(provider_wire, reply), reply)
-        self.finish(200)
-
-    def _set_usage(self, usage: dict[str, int] | None, reply: Any) -> None:
-        if self.kind == "messages.count_tokens":  # the provider counted; nothing was generated or billed
-            return
-        if usage is None:  # the provider reported nothing: estimated, and marked so
-            usage = {"input": estimate_tokens(self.body), "output": estimate_tokens(reply or ""),
-                     "cache_read": 0, "cache_write": 0}
-            self.event.estimated = True
-        for key, value in usage.items():
-            setattr(self.event, key, value)
-
-    def upstream_failed(self, exc: BaseException) -> None:
-        message = f"the provider could not be reached ({type(exc).__name__})"
-        self.finish(502, f"{message}: {exc}")
-        self.h._error(self.wire, 502, message, "api_error")
-
-    # -- different wire formats: translate, call without streaming, answer in the agent's format
-    def translated(self, provider: Provider, route: Route) -> None:
-        self.event.translated = True
-        if self.wire == OPENAI:
-            t = translate.chat_to_messages(self.body, route.model)
-        else:
-            t = translate.messages_to_chat(self.body, route.model)
-        try:
-            conn, resp = _open(provider, "/messages" if provider.wire == ANTHROPIC else "/chat/completions",
-                               json.dumps(t.body).encode("utf-8"), self._headers())
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            self.upstream_failed(exc)
-            return
-        try:
-            data = self.h.gw.scrub(resp.read())
-        except (OSError, http.client.HTTPException) as exc:
-            self.upstream_failed(exc)
-            return
-        finally:
-            conn.close()
-        try:
-            reply = json.loads(data)
-        except ValueError:
-            reply = None
-        if resp.status != 200 or not isinstance(reply, dict):
-            detail = (reply or {}).get("error") if isinstance(reply, dict) else None
-            message = detail.get("message") if isinstance(detail, dict) else data[:300].decode("utf-8", "replace")
-            status = resp.status if resp.status != 200 else 502
-            self.finish(status, message)
-            self.h._error(self.wire, status, f"provider error: {message}")
-            return
-        self._set_usage(usage_of(provider.wire, reply), reply)
-        asked = self.asked or route.model
-        dropped = t.dropped_reasoning
-        if self.wire == OPENAI:
-            out, more = translate.message_to_chat(reply, asked, t.json_tool)
-            dropped += more
-            events = translate.chat_stream(out, bool((self.body.get("stream_options") or {}).get("include_usage")))
-        else:
-            out = translate.chat_to_message(reply, asked)
-            events = translate.message_stream(out)
-        self.event.dropped_reasoning = dropped
-        if self.stream:
-            h = self.h
-            h.send_response(200)
-            h.send_header("Content-Type", "text/event-stream")
-            h.send_header("Connection", "close")
-            h.end_headers()
-            h.close_connection = True
-            self.event.first_token_s = round(time.monotonic() - self.started, 4)
-            self.finish(200)
-            h.wfile.write(b"".join(events))
-        else:
-            self.finish(200)
-            self.h._send(200, out)
 
 
 __all__ = ["Gateway", "shared_gateway"]

@@ -116,6 +116,17 @@ def _decode(data: list[bytes]) -> Any:
         return None
 
 
+def start_event_stream(handler: Any) -> None:
+    """Send the headers of a server-sent event stream on a BaseHTTPRequestHandler; the stream
+    ends when the connection closes (no length, no chunking: every client reads it so)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Cache-Control", "no-cache")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.close_connection = True
+
+
 def sse(event: str | None, data: Any) -> bytes:
     head = f"event: {event}\n" if event else ""
     return (head + "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n").encode("utf-8")

@@ -686,12 +686,9 @@ class _Handler(BaseHTTPRequestHandler):
         build = {"/chat/completions": (openai_reply, openai_stream), "/responses": (responses_reply, responses_stream),
                  "/messages": (anthropic_reply, anthropic_stream)}[kind]
         if body.get("stream"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
+            from ..gateway.wire import start_event_stream
+
+            start_event_stream(self)
             for event in build[1](entry, body, n):
                 self.wfile.write(event)
                 self.wfile.flush()

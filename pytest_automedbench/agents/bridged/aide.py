@@ -51,7 +51,7 @@ class Aide(Adapter):
                  [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", f"aideml=={VERSION}"],
                  [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *RUNTIME_DEPS]]
         for step in steps:
-            out = subprocess.run(step, capture_output=True, text=True, timeout=1800)
+            out = subprocess.run(step, capture_output=True, text=True, timeout=900)
             if out.returncode != 0:
                 raise InstallError(f"{' '.join(step[:6])} ... failed: {out.stderr.strip()[-800:]}")
         return folder

@@ -99,7 +99,7 @@ class NpmAdapter(Adapter):
         spec = f"{self.package}@{version}" if version else self.package
         try:
             out = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), spec],
-                                 capture_output=True, text=True, timeout=1800)
+                                 capture_output=True, text=True, timeout=900)
         except FileNotFoundError:
             raise InstallError(f"{self.name} needs npm (Node.js) to install") from None
         if out.returncode != 0 or not self.installed(agents_dir):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Launch, NpmAdapter
+from .events import epoch as _epoch
 
 PACKAGE = "@anthropic-ai/claude-code"
 STREAM = ".agent/claude-stream.jsonl"
@@ -53,7 +54,7 @@ class ClaudeCode(NpmAdapter):
 
     def not_observable(self) -> list[str]:
         return ["plan revisions between turns (only the files the agent wrote are seen)",
-                "per-step timing of tool calls (stream-json has no timestamps; ordered, placed at the llm_calls)"]
+                "when a tool call started (stream-json stamps only its result; events are placed by that)"]
 
 
 def _text(content: Any) -> str:
@@ -98,6 +99,7 @@ def stream_json_events(lines: list[str]) -> list[dict[str, Any]]:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     event = pending.pop(str(block.get("tool_use_id")), None)
                     if event is not None:
+                        event["wall_s"] = _epoch(item.get("timestamp"))  # when the result came back
                         error = bool(block.get("is_error"))
                         event["stdout" if not error else "stderr"] = _text(block.get("content"))[:MAX_TEXT]
                         event["exit_code"] = 1 if error else 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Launch, NpmAdapter
+from .events import epoch as _epoch
 
 PACKAGE = "@openai/codex"
 CONFIG = """model = "amb-chat"
@@ -45,15 +46,6 @@ class Codex(NpmAdapter):
         for path in sorted((workspace / ".agent" / "codex" / "sessions").rglob("rollout-*.jsonl")):
             events += rollout_events(path.read_text(encoding="utf-8", errors="replace").splitlines())
         return events
-
-
-def _epoch(stamp: Any) -> float | None:
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(str(stamp)).timestamp()
-    except ValueError:
-        return None
 
 
 def rollout_events(lines: list[str]) -> list[dict[str, Any]]:

@@ -36,6 +36,16 @@ class BridgedEvent(TraceEvent):
 _EVENT_FIELDS = {f for f in TraceEvent.__dataclass_fields__}
 
 
+def epoch(stamp: Any) -> float | None:
+    """Epoch seconds of an ISO-8601 time stamp in a native log (None when there is none)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(stamp)).timestamp() if stamp else None
+    except ValueError:
+        return None
+
+
 def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], offset: float,
                  opened_wall: float | None = None) -> None:
     """Add llm_call events (their times moved to the run's clock by `offset`) and native events to
