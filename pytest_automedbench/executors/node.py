@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import signal
 import sys
 import threading
@@ -94,6 +95,8 @@ def run_job(job: dict) -> dict:
     except (OSError, ValueError):
         return {"error": f"the run's process on {node['host']} ended (exit {proc.returncode}) without an outcome",
                 "kind": "error", "saved": None}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
