@@ -255,7 +255,9 @@ class RayExecutor:
                     node = ray.get(started)
                     break
                 if not any(node_refusal(spec, n, "none") is None for n in self._alive_nodes()):
-                    raise InfraError(f"{spec.name}: no alive node of the Ray cluster can take the run any more")
+                    self.nodes = self._probe(list(self.specs.values()))  # nodes that joined since the start
+                    if not any(node_refusal(spec, n, "none") is None for n in self._alive_nodes()):
+                        raise InfraError(f"{spec.name}: no alive node of the Ray cluster can take the run any more")
             if on_phase:
                 on_phase(f"on {node['host']} ({node['node_id'][:8]})")
             while True:
@@ -278,7 +280,8 @@ class RayExecutor:
     def _collect(self, spec: RunSpec, state: dict[str, Any]) -> dict[str, Any]:
         outcome = state["outcome"]
         self.timings.setdefault(spec.run_id, {}).update(started=state["node"].get("started_at", 0.0),
-                                                         finished=state["finished_at"], collected=time.time())
+                                                         finished=state["finished_at"], collected=time.time(),
+                                                         node=state["node"]["node_id"])
         placed = None
         if state.get("archive") is not None:
             placed = self._unpack(spec, state["archive"], outcome.get("result") or outcome.get("saved"))
