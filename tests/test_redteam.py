@@ -157,7 +157,7 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
         helper.kill()
         helper.wait()
         listener.close()
-    public = root / "data" / tasks["write_public"] / "1" / "public" / "images"
+    public = root / "data" / tasks.get("write_public", "-") / "1" / "public" / "images"
     facts = {"returncode": proc.returncode, "stdout": proc.stdout[-4000:], "stderr": proc.stderr[-2000:],
              "connections": listener.connections, "hostmark": hostmark.exists(),
              "escapes": [str(p) for p in ESCAPES if p.exists()],
@@ -270,7 +270,7 @@ def _privilege(rt, r, cells, out):
     """Privilege cases (priv_*): each attempt prints DENIED or ALLOWED; none may be allowed."""
     if any(c["blocked"] for c in cells):
         return  # the guard refused the cell before it ran: blocked, which is also contained
-    assert "DENIED" in out, out[-2000:]
+    assert "DENIED " in out or "ALLOWED " in out, out[-2000:]  # the attempts ran
     allowed = [line for line in out.splitlines() if line.startswith("ALLOWED")]
     if rt["backend"] == "docker":  # Docker's own default seccomp profile: engines before 25.0 allow io_uring
         allowed = [line for line in allowed if not line.startswith("ALLOWED io_uring")]
