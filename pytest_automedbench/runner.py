@@ -30,6 +30,7 @@ from .conditions import give_solution, run_settings
 from .runfiles import (RunFilesError, config_hash, node_session, run_id, start_run,  # noqa: F401 (re-exported)
                        task_run_id, write_run_files)
 from .sandbox import SandboxConfig, SandboxError
+from .sandbox.isolation import comparability
 from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
 from .settings import RunSettings
 from .tasks import LoadedTask, TaskSpecError
@@ -285,6 +286,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             "provenance": {
                 "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
                 "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,
+                **comparability(sandbox.isolation),
                 "memory_limit": sandbox.memory_limit_mode,
                 "task_file": str(task.path),
                 **getattr(agent, "provenance", dict)(),  # a bridged agent: its models by role

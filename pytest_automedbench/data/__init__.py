@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import json
 import os
+import stat
 import shutil
 import time
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ def ensure_prepared(task: LoadedTask, data_dir: Path) -> TaskData:
         if data.root in _VERIFIED and _VERIFIED_STATS.get(data.root) == file_stats(data):
             return data
         with FileLock(str(data.root) + ".lock"):  # one worker of a session hashes; the others wait for it
+            publish_modes(data.root)  # data prepared before cells ran as their own user
             problems = [] if verified_this_session(data) else verify_manifest(data)
             if not problems:
                 record_session_verified(data)
@@ -124,6 +126,24 @@ def ensure_prepared(task: LoadedTask, data_dir: Path) -> TaskData:
 def _remember_verified(data: TaskData) -> None:
     _VERIFIED.add(data.root)
     _VERIFIED_STATS[data.root] = file_stats(data)
+
+
+def publish_modes(root: Path) -> None:
+    """public/ readable by the unprivileged cell user (a preparer's mkstemp leaves 0600 files, which the
+    cell could not open), never writable by others; private/ the harness's alone. Only modes that differ
+    are changed, so verified data keeps its ctimes."""
+    public = root / "public"
+    for path in (public, *public.rglob("*")):
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        wanted = (mode | (0o555 if stat.S_ISDIR(st.st_mode) else 0o444)) & ~0o022
+        if mode != wanted:
+            os.chmod(path, wanted)
+    private = root / "private"
+    if private.is_dir() and stat.S_IMODE(private.stat().st_mode) != 0o700:
+        os.chmod(private, 0o700)
 
 
 def file_digest(path: Path) -> str:
@@ -206,6 +226,7 @@ def build(task: LoadedTask, data: TaskData, **extra) -> None:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
+    publish_modes(scratch)
     (scratch / MANIFEST).write_text(json.dumps({"files": checksums(scratch)}, indent=1))
     (scratch / STAMP).write_text(json.dumps({
         "task_id": task.spec.id, "version": task.spec.version, "preparer": task.spec.data.preparer,
