@@ -168,7 +168,7 @@ def combine(stages_s1_s3: dict[str, float], metric: float, completion_rate: floa
     # byte copies of other outputs or of public inputs (judge/history.py; 1.0 when unknown). A copied
     # output is not a prediction, so it completes nothing, for S4 and for Task alike.
     computed = min(1.0, max(0.0, stages_s1_s3.get("S4", 1.0)))
-    completion_rate = completion_rate * computed
+    submitted_rate, completion_rate = completion_rate, completion_rate * computed
     stages = {
         "S1": stages_s1_s3.get("S1", 0.0),
         "S2": stages_s1_s3.get("S2", 0.0),
@@ -181,7 +181,8 @@ def combine(stages_s1_s3: dict[str, float], metric: float, completion_rate: floa
     m = medal(task_score(metric, completion_rate), format_valid=format_valid and submitted,
               disqualified=disqualified, bands=bands, baseline=baseline, relative=relative)
     if disqualified:
-        return Scores({k: 0.0 for k in stages}, 0.0, 0.0, 0.0, completion_rate, format_valid, m)
+        return Scores({k: 0.0 for k in stages}, 0.0, 0.0, 0.0, submitted_rate, format_valid, m)
     ag = agentic(stages)
     t = task_score(metric, completion_rate)
-    return Scores(stages, ag, t, overall(ag, t), completion_rate, format_valid, m)
+    # completion_rate reports the submission as submitted (copies included); Task and S4 count computed ones
+    return Scores(stages, ag, t, overall(ag, t), submitted_rate, format_valid, m)
