@@ -18,12 +18,15 @@ PY=$(python3 -c 'import sys; print(sys.executable)')
 PY_ROOT=$(python3 -c 'import sys; print(sys.base_prefix)')
 work=$(mktemp -d /tmp/amb-unpriv.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/home" "$work/keep"
+mkdir -p "$work/home" "$work/keep" "$work/checkout"
+# A copy of the checkout that user can read (CI's clone may sit under /root, hidden below)
+tar -C "$PWD" --exclude=./.git --exclude=./reports -cf - . | tar -C "$work/checkout" -xf -
+chmod -R a+rX "$work/checkout"
 chown -R "$USER_ID:$USER_ID" "$work/home"
 chmod 755 "$work"
 export AMB_RT_CASES=${AMB_RT_CASES:-"priv_*,write_public,other_run,symlink_output,proc_scan,dotdot_public,fork_bomb"}
 started=$(date +%s)
-unshare -m /bin/sh -s "$PY" "$PY_ROOT" "$work" "$USER_ID" "$PWD" <<'INNER'
+unshare -m /bin/sh -s "$PY" "$PY_ROOT" "$work" "$USER_ID" "$work/checkout" <<'INNER'
 set -eu
 PY=$1; PY_ROOT=$2; work=$3; uid=$4; checkout=$5
 mount --make-rprivate /
