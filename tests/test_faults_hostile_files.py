@@ -197,9 +197,9 @@ def _as_nobody(fn, *args):
     return value
 
 
-def _hide_and_check(root: str, foreign: str | None):
+def _hide_and_check(root: str):
     """As a non-root harness whose agent ran as the same user: hide a link to the labels in a folder
-    chmod 311 (and, with `foreign`, a folder of another user), then check and link-check outputs/."""
+    chmod 311 and leave a folder chmod 000, then check and link-check outputs/."""
     ws = Path(root) / "workspace"
     out = ws / "outputs"
     (out / "hidden").mkdir(parents=True)
@@ -220,7 +220,7 @@ def test_unlistable_folders_are_made_listable_or_refuse_the_submission(record_pr
     root = tempfile.mkdtemp(prefix="amb-unlistable-", dir="/tmp")
     try:
         os.chown(root, 65534, 65534)
-        refusals, violations, mode, still_there = _as_nobody(_hide_and_check, root, None)
+        refusals, violations, mode, still_there = _as_nobody(_hide_and_check, root)
         assert mode & 0o500 == 0o500  # made listable: chmod 311 hid the link from both checks before
         assert [r[1] for r in refusals] == ["refused: a link out of outputs/"]
         assert [v["rule"] for v in violations] == ["symlink_escape"] and not still_there
@@ -240,6 +240,7 @@ def test_unlistable_folders_are_made_listable_or_refuse_the_submission(record_pr
 
 
 def _hide_and_check2(root: str):
+    """The check and the link check again (a folder of another user is there now)."""
     out = Path(root) / "workspace" / "outputs"
     refusals, _ = sizes.check(out, sizes.Expectation(), 1)
     return [(r.name, r.problem, r.whole) for r in refusals], remove_escaping_links(out.parent)

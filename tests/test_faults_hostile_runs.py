@@ -5,13 +5,18 @@ outcomes, the rest counted apart as errored or lost -- and --amb-resume must rer
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from faults.suite import SOLVE_CODE, TRACEBACK, make_suite, output, results, run_session, task_yaml
+from faults.suite import (SOLVE_CODE, TRACEBACK, make_suite, output, results, run_session, session_env,
+                          task_yaml)
 from faults.table import record_fault
 
 # What the cells leave (each after solving the task, so only the hostile part can fail it).
@@ -156,3 +161,26 @@ def test_resume_reruns_the_lost_and_errored_runs(sessions):
     assert not any(r.get("errored") for r in runs.values())
     reused = s["after_reports"]["json"]["settings"]["reused_runs"]
     assert rid("ok") in reused and rid("lost") not in reused and rid("boom") not in reused
+
+
+def test_rescore_runs_the_link_check(sessions, tmp_path, record_property):
+    """A link to the private labels planted in a saved run's outputs (after the live check ran): rescore
+    removes it, counts it as a violation, and does not score the labels."""
+    root = sessions["root"]
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(root / "runs" / rid("ok"), runs / rid("ok"))
+    outputs = runs / rid("ok") / "workspace" / "outputs"
+    labels = sorted((root / "data" / "ok").glob("*/private/labels/*.nii.gz"))  # <data>/<task>/<version>/private
+    planted = sorted(outputs.glob("*.nii.gz"))[0]
+    planted.unlink()
+    os.symlink(labels[0], planted)
+    proc = subprocess.run([sys.executable, "-m", "pytest_automedbench.cli", "rescore", str(runs),
+                           "--data-dir", str(root / "data"), "--report-dir", str(tmp_path / "rep")],
+                          env=session_env(root), capture_output=True, text=True, timeout=600)
+    assert TRACEBACK not in output(proc), output(proc)[-3000:]
+    result = json.loads((runs / rid("ok") / "result.json").read_text())
+    assert [v["rule"] for v in result["violations"]] == ["symlink_escape"]
+    assert not os.path.lexists(planted) and result["completion_rate"] < 1.0
+    record_fault(record_property, "rescore of a run with a link to the labels planted in outputs/",
+                 "link removed, a violation", f"{len(result['violations'])} violation(s)")

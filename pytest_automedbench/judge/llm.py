@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import safefs
 from ..agents.base import Agent, Usage
 from ..agents.loop import RunRecord, TraceEvent
 from ..files import atomic_write
@@ -173,7 +174,7 @@ def workspace_facts(workspace: Path, n_cases: int) -> str:
     plan = workspace / "plan.md"
     png = workspace / "plan.png"
     outputs = workspace / "outputs"
-    n_out = sum(1 for p in outputs.rglob("*") if p.is_file()) if outputs.is_dir() else 0
+    n_out = safefs.count_files(outputs)  # lstat, iterative: loops and deep trees end (rglob recursed)
     text, note = heuristic.read_plan(plan)
     present = plan.is_file()
     lines = [f"plan.md: {'present' if present else 'MISSING'}" + (f" ({note})" if note and present else "")]

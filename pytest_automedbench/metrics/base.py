@@ -124,6 +124,21 @@ class TrackResult:
         return d
 
 
+SUBMISSION_READ_LIMIT = 2 << 30  # bytes; the scoring guard's size check refuses far less than this first
+
+
+def read_submission(path: Path | str) -> bytes:
+    """A submission file's bytes, read through safefs: the regular file the path names (the scoring
+    view links to files the guard checked), opened without blocking, never a FIFO or device;
+    `OSError` (safefs.UnsafeFile) otherwise, which a metric reports as an unreadable file."""
+    return safefs.read_bytes(os.path.realpath(path), SUBMISSION_READ_LIMIT, cut=False)
+
+
+def read_submission_text(path: Path | str) -> str:
+    """`read_submission` decoded as UTF-8 (strict: a bad byte is the metric's format error)."""
+    return read_submission(path).decode("utf-8")
+
+
 def output_files(outputs: Path) -> list[str]:
     """Names of the files directly in outputs/ (folders are not looked at)."""
     return [p.name for p in outputs.glob("*") if p.is_file()]

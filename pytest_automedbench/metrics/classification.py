@@ -12,12 +12,13 @@ File-level problems (unreadable CSV, no header, missing columns) are one CaseErr
 """
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pandas as pd
 
-from .base import CaseError, TrackResult
+from .base import CaseError, TrackResult, read_submission
 
 PREDICTIONS = "predictions.csv"
 COLUMNS = ("patient_id", "label")
@@ -36,7 +37,7 @@ def read_predictions(path: Path) -> pd.DataFrame | str:
     if not path.is_file():
         return "missing file"
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        table = pd.read_csv(io.BytesIO(read_submission(path)), dtype=str, keep_default_na=False, skipinitialspace=True)
     except Exception as e:  # pandas raises parser, decode and empty-data errors
         return f"unreadable CSV ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
     table.columns = [str(c).strip().lower() for c in table.columns]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import CaseError, TrackResult, output_files
+from .base import CaseError, TrackResult, output_files, read_submission_text
 from .fidelity import apply_completeness_gate
 
 WILDCARD = "abnormality"
@@ -133,7 +133,7 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
             result.case_errors.append(CaseError.missing(image_id))
             continue
         try:
-            items = json.loads(path.read_text(encoding="utf-8"))
+            items = json.loads(read_submission_text(path))
         except (OSError, UnicodeDecodeError, ValueError) as e:
             result.case_errors.append(CaseError.format(image_id, f"unreadable file ({type(e).__name__}: {e})"))
             continue

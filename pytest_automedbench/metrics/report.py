@@ -27,7 +27,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from .base import CaseError, MetricUnavailable, TrackResult
+from .base import CaseError, MetricUnavailable, TrackResult, read_submission_text
 from .fidelity import apply_completeness_gate, mark_not_comparable
 from .report_models import CHEXBERT_COMPONENTS, chexbert_scores, load_chexbert, load_radgraph, radgraph_score
 
@@ -220,7 +220,7 @@ def read_report(path: Path) -> str | CaseError:
     if not path.is_file():
         return CaseError.missing(study, f"missing file ({path.parent.name}/{REPORT_FILE})")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_submission_text(path)
     except (OSError, UnicodeDecodeError) as e:
         return CaseError.format(study, f"unreadable file ({type(e).__name__}: {e})")
     if not text.strip():

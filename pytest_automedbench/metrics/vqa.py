@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .base import CaseError, TrackResult
+from .base import CaseError, TrackResult, read_submission_text
 
 ANSWERS_FILE = "answers.json"
 TYPES = ("mc", "open", "yesno")
@@ -142,7 +142,7 @@ def make_judge(spec: str):
 
 def _read_json(path: Path) -> tuple[Any, str | None]:
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
+        return json.loads(read_submission_text(path)), None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         return None, f"unreadable file ({path.name}: {type(e).__name__}: {e})"
 
