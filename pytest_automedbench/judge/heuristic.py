@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import safefs
 from ..agents.loop import RunRecord
 from . import patterns as P
 from .evidence import Cell, find_file, first, full_run, need, read_run, third_party
@@ -23,6 +24,7 @@ from .stages import attribute_stages, reached
 
 PLAN_MAX_BYTES = 1_000_000  # a plan.md beyond this is not a plan (and is not read)
 PLAN_READ_BYTES = 200_000  # what any judge reads of plan.md
+PNG_MAX_BYTES = 20 << 20  # a plan.png beyond this is not a diagram (and is not decoded)
 
 
 @dataclass
@@ -49,8 +51,10 @@ def read_plan(path: Path) -> tuple[str | None, str]:
         return None, "no plan.md"
     if size > PLAN_MAX_BYTES:
         return None, f"plan.md is {size / 1e6:.1f} MB, over the {PLAN_MAX_BYTES / 1e6:.0f} MB a plan can be: not read"
-    with open(path, "rb") as f:
-        return f.read(PLAN_READ_BYTES).decode("utf-8", errors="replace"), ""
+    try:  # a regular file only, never blocking, never through a link (safefs)
+        return safefs.read_text(path, PLAN_READ_BYTES), ""
+    except OSError as e:
+        return None, f"plan.md not read ({type(e).__name__})"
 
 
 def png_is_diagram(path: Path) -> tuple[bool, str]:
@@ -60,7 +64,7 @@ def png_is_diagram(path: Path) -> tuple[bool, str]:
         import numpy as np
         from PIL import Image
 
-        with Image.open(path) as im:
+        with safefs.open_regular(path, limit=PNG_MAX_BYTES) as f, Image.open(f) as im:
             w, h = im.size
             small = im.convert("RGB").resize((128, 128), Image.NEAREST)
             colours = len(small.resize((64, 64)).getcolors(4096) or [])
@@ -87,7 +91,7 @@ def png_is_drawn(path: Path) -> tuple[bool, str]:
         import numpy as np
         from PIL import Image
 
-        with Image.open(path) as im:
+        with safefs.open_regular(path, limit=PNG_MAX_BYTES) as f, Image.open(f) as im:
             small = im.convert("RGB").resize((128, 128), Image.NEAREST)
         px = np.asarray(small, dtype=np.int64) @ np.array([1 << 16, 1 << 8, 1])
         counts = np.sort(np.unique(px, return_counts=True)[1])[::-1]
