@@ -16,6 +16,8 @@ the converted native events into the trace; tokens and cost come from the llm_ca
 """
 from __future__ import annotations
 
+import os
+
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -118,6 +120,16 @@ def bridged_cell(socket_path: Path, forwarder: Path, token: str, launch: Launch)
     return "\n".join(lines)
 
 
+def hand_to_workspace_owner(folder: Path) -> None:
+    """The harness laid out `folder` inside the workspace after the sandbox gave the workspace to its
+    cell user: hand it over the same way, or the agent cannot write its own logs there."""
+    owner = folder.parent.stat()
+    if (owner.st_uid, owner.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    for path in (folder, *folder.rglob("*")):
+        os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
+
+
 def refuse_remote_docker(sandbox) -> None:
     """A Docker engine on another machine cannot bind the gateway's local socket: refused, with why."""
     import os
@@ -187,6 +199,7 @@ class BridgedAgent(CommandAgent):
         opened_wall = time.time()
         (workspace / AGENT_DIR).mkdir(exist_ok=True)
         self.adapter.layout(workspace, ctx.brief)
+        hand_to_workspace_owner(workspace / AGENT_DIR)
         launch = self.adapter.launch(self.agents_dir, lim)
         # the deadline, told to the program with a margin (the runner's cell timeout is the hard one)
         left = lim.time_limit_s - (self.clock() - ctx.started)
