@@ -83,6 +83,7 @@ class RunRecord:
     ended_by: str = "not_started"  # submit | no_tool_call | limit
     limit_hit: str | None = None  # max_turns | time_limit | max_tokens | max_cost | context_length | disk_limit
     wall_time_s: float = 0.0
+    harness_s: float = 0.0  # of wall_time_s, the harness's own work (snapshots, guard checks): never the agent's
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     retries: int = 0
@@ -139,6 +140,11 @@ class AgentLoop:
         self.on_step = on_step  # called with the record after every model turn and tool call (live progress)
         self.snapshots = WorkspaceSnapshots(output_dir.parent)  # the workspace, before and after each cell
         self.previous = Snapshot()  # the last snapshot after a cell (empty before the first)
+        self.harness_s = 0.0  # harness time so far (snapshots, guard checks): the time limit excludes it
+
+    def _elapsed(self, started: float) -> float:
+        """The agent's time so far: wall time less what the harness spent on its own checks."""
+        return self.clock() - started - self.harness_s
 
     def run(self, brief: str) -> RunRecord:
         record = RunRecord(conversation=[{"role": "system", "content": SYSTEM_PROMPT},
@@ -157,7 +163,7 @@ class AgentLoop:
             policy.on_retry = log_fault
         tells_time = hasattr(self.agent, "time_left")
         if tells_time:
-            self.agent.time_left = lambda: self.limits.time_limit_s - (self.clock() - started)
+            self.agent.time_left = lambda: self.limits.time_limit_s - self._elapsed(started)
         try:
             if self.agent.drives_itself:
                 self.agent.run(RunContext(self.sandbox, brief, self.limits, record, self.output_dir, started))
@@ -171,6 +177,7 @@ class AgentLoop:
             raise
         finally:
             record.wall_time_s = round(self.clock() - started, 3)
+            record.harness_s = round(self.harness_s, 3)
             if isinstance(policy, RetryPolicy):
                 policy.on_retry = outer
             if tells_time:
@@ -184,7 +191,7 @@ class AgentLoop:
         while True:
             if record.turns >= lim.max_turns:
                 return self._stop(record, "max_turns")
-            if self.clock() - started >= lim.time_limit_s:
+            if self._elapsed(started) >= lim.time_limit_s:
                 return self._stop(record, "time_limit")
             try:
                 reply = self.agent.respond(record.conversation, TOOLS)
@@ -192,7 +199,7 @@ class AgentLoop:
                 self._account_failed(record, exc)
                 if exc.kind == "context_length":
                     return self._stop(record, "context_length")
-                if exc.kind == "time_limit" or self.clock() - started >= lim.time_limit_s:
+                if exc.kind == "time_limit" or self._elapsed(started) >= lim.time_limit_s:
                     return self._stop(record, "time_limit")
                 raise
             self._account(record, reply)
@@ -216,7 +223,7 @@ class AgentLoop:
                 record.conversation.append(_tool_message(call, text))
                 if record.disqualified or record.limit_hit:
                     return self._stop(record, None if record.disqualified else record.limit_hit)
-                if self.clock() - started >= lim.time_limit_s:
+                if self._elapsed(started) >= lim.time_limit_s:
                     return self._stop(record, "time_limit")
             hit = self._budget_hit(record)
             if hit:
@@ -231,7 +238,7 @@ class AgentLoop:
         language, code = args.get("language", "python"), args.get("code")
         if language not in ("python", "bash") or not isinstance(code, str):
             return "error: execute_code needs language (python or bash) and code (a string)"
-        remaining = self.limits.time_limit_s - (self.clock() - started)
+        remaining = self.limits.time_limit_s - self._elapsed(started)
         timeout = max(1.0, min(self.limits.cell_timeout_s, remaining))
         t0 = time.perf_counter()
         before = self.snapshots.take()
@@ -243,6 +250,7 @@ class AgentLoop:
         self.previous = self.snapshots.take()
         files = diff(before, self.previous)
         spent += time.perf_counter() - t0
+        self.harness_s += spent + result.harness_s
         record_cell(record, result, language, code, at, self.output_dir, files=files, files_between=between,
                     snapshot_s=spent)
         return format_tool_output(result, self.limits)

@@ -36,6 +36,7 @@ class ExecResult:
     limit: str | None = None  # a run-ending limit the cell hit (disk_limit), recorded as failure_mode
     violations: list[dict[str, Any]] = field(default_factory=list)  # policy violations of this cell
     disqualified: bool = False  # this cell's violation disqualifies the run
+    harness_s: float = 0.0  # the harness's own checks around the cell (the guard's): not the agent's time
 
 
 @dataclass

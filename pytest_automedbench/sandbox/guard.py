@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,15 +230,19 @@ class PolicyGuard(Sandbox):
         # A lone surrogate (a model's "\ud800") has no UTF-8 form: the cell runs with U+FFFD in its place
         # (no valid source holds one) instead of the harness failing to encode it.
         code = safefs.shown(code)
+        checked = time.perf_counter()
         hit = static_check(code, self.inference_only, self.forbidden, self.allowed)
+        checking = time.perf_counter() - checked  # the harness's time, not the agent's (AgentLoop)
         if hit:
             v = self._record(hit[0], hit[1], "static")
             return ExecResult("", "", 126, 0.0, blocked=self._tell(v), violations=[v.as_dict()],
-                              disqualified=v.action == "disqualified")
+                              disqualified=v.action == "disqualified", harness_s=checking)
         result = self.inner.exec(code, language, timeout)
         reported = [(rule, evidence, "shell" if evidence.startswith("shell ") else "audit_hook")
                     for rule, evidence in MARKER.findall(result.stderr) + MARKER.findall(result.stdout)]
+        checked = time.perf_counter()
         reported += [(v["rule"], v["evidence"], v["layer"]) for v in remove_escaping_links(self.config.workspace_dir)]
+        result.harness_s += checking + time.perf_counter() - checked
         if reported:
             v = self._record(*reported[0])
             result.violations = [v.as_dict()]
