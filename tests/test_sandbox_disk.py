@@ -76,3 +76,15 @@ def test_the_reserve_is_not_allocated_when_switched_off(folders, monkeypatch, is
     with LocalSandbox(cfg) as sb:
         assert not (folders / RESERVE_FILE).exists()
         assert sb.exec("print('ok')").stdout.strip() == "ok"
+
+
+def test_the_default_reserve_fits_a_small_filesystem(small_fs, monkeypatch):
+    """The default reserve (64 MB) is at most an eighth of the runs filesystem: a 48 MB one keeps 6 MB,
+    so runs still fit there; an explicit AMB_DISK_RESERVE_MB is taken as it is."""
+    from pytest_automedbench.sandbox.cells import DEFAULT_RESERVE_MB, reserve_mb
+
+    monkeypatch.delenv("AMB_DISK_RESERVE_MB", raising=False)
+    assert reserve_mb(small_fs) == SIZE_MB // 8
+    assert reserve_mb() == DEFAULT_RESERVE_MB
+    monkeypatch.setenv("AMB_DISK_RESERVE_MB", str(RESERVE_MB))
+    assert reserve_mb(small_fs) == RESERVE_MB

@@ -28,12 +28,23 @@ RESERVE_FILE = ".amb-disk-reserve"
 DEFAULT_RESERVE_MB = 64  # what a run's result files (conversation, trace, result) need at most, with room
 
 
-def reserve_mb() -> int:
-    """The runs filesystem's reserve in MB (AMB_DISK_RESERVE_MB overrides; 0 switches it off)."""
+def reserve_mb(path: Path | None = None) -> int:
+    """The runs filesystem's reserve in MB (AMB_DISK_RESERVE_MB overrides; 0 switches it off). The
+    default is at most an eighth of the filesystem holding `path`: a small runs filesystem is not
+    taken whole by a reserve bigger than itself."""
     try:
-        return max(0, int(os.environ.get("AMB_DISK_RESERVE_MB", DEFAULT_RESERVE_MB)))
+        return max(0, int(os.environ["AMB_DISK_RESERVE_MB"]))
+    except KeyError:
+        pass
     except ValueError:
         return DEFAULT_RESERVE_MB
+    if path is not None:
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return DEFAULT_RESERVE_MB
+        return max(1, min(DEFAULT_RESERVE_MB, (st.f_blocks * st.f_frsize >> 20) // 8))
+    return DEFAULT_RESERVE_MB
 
 
 def free_bytes(path: Path) -> int | None:
@@ -118,7 +129,7 @@ class Watchdog:
     def __init__(self, timeout: float, workspace: Path, disk_mb: int | None, reserve: int | None = None):
         self.deadline = time.monotonic() + timeout
         self.workspace, self.disk_cap = workspace, (disk_mb * 1024 * 1024 if disk_mb else None)
-        self.reserve = (reserve_mb() if reserve is None else reserve) << 20
+        self.reserve = (reserve_mb(workspace) if reserve is None else reserve) << 20
         self._next_disk = 0.0
 
     def over_disk(self) -> bool:

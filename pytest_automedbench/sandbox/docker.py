@@ -179,7 +179,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"public data folder missing: {cfg.public_dir}")
         (cfg.workspace_dir / "outputs").mkdir(parents=True, exist_ok=True)
         own_workspace(cfg.workspace_dir, self.user)
-        self._reserve = allocate_reserve(cfg.workspace_dir.parent, reserve_mb())
+        self._reserve = allocate_reserve(cfg.workspace_dir.parent, reserve_mb(cfg.workspace_dir.parent))
         self.client = docker_client()
         reap_stale(self.client)
         self._ensure_image()

@@ -94,7 +94,7 @@ class LocalSandbox(Sandbox):
         self._python = agent_python(cfg.python, cfg.forbidden)
         if self.bwrap:
             self._prepare_for_cell_user()
-        self._reserve = allocate_reserve(cfg.workspace_dir.parent, reserve_mb())
+        self._reserve = allocate_reserve(cfg.workspace_dir.parent, reserve_mb(cfg.workspace_dir.parent))
         self._tmp = Path(tempfile.mkdtemp(prefix="amb-tmp-"))
         self._cgroups = Cgroups.make(cfg.max_processes, cfg.memory_mb)
         self.memory_limit_mode = memory_limit_mode(cfg.memory_mb, self._cgroups, cfg.gpus)
