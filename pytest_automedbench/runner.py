@@ -280,6 +280,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             "ended_by": record.ended_by,
             "submitted": record.submitted, "api_calls": record.api_calls, "retries": record.retries,
             "api_faults": record.api_faults,
+            # special files (FIFOs, sockets, devices) the sandbox removed from the workspace after the run
+            "sanitised": list(getattr(getattr(sandbox, "inner", sandbox), "removed", []))[:100],
             "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
             "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
             "settings": run_conditions,

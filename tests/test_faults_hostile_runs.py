@@ -120,7 +120,11 @@ def test_agent_made_faults_are_agent_outcomes_in_every_report(sessions, record_p
     hostile = runs[rid("hostile")]
     assert hostile["failure_mode"] == "invalid_format"
     errors = "\n".join(hostile["task_metrics"]["case_errors"])
-    assert "zz.nii.gz: refused: not a regular file" in errors and "refused: a symlink loop" in errors
+    assert "refused: a symlink loop" in errors
+    # the FIFO: removed with the run's other special files by a sandbox that gives cells their own user
+    # (recorded in result.json's `sanitised`), else refused by the scorer
+    sanitised = s["after"][rid("hostile")].get("sanitised") or []
+    assert "zz.nii.gz: refused: not a regular file" in errors or "outputs/zz.nii.gz" in sanitised, (errors, sanitised)
     # the viewer's data survived the agent's text, and the sparse plans were not embedded
     view = s["reports"]["views"][rid("hostile")]
     stdout = "".join(c.get("stdout") or "" for step in view["steps"] for c in step.get("tool_calls") or [])
