@@ -49,9 +49,12 @@ def prepared(data_dir: Path, task_id: str) -> Path:
 
 def leak_limit(case: str, by_role: dict) -> float:
     """The task score a red-team leak case must stay at or under (cases.yaml's `bound`), from the
-    same session's runs of its task: the naive baseline's + 0.05, or the reference's."""
+    same session's runs of its task: the naive baseline's (its outputs' metric) + 0.05, or the reference's."""
     if CASES[case]["bound"] == "naive":
-        return by_role["naive"]["task_score"] + 0.05
+        # what the naive method's outputs measure: the judge gives a byte copy of an input (the denoising
+        # baseline's identity) no task credit, but a leak must not beat the copy's quality either
+        naive = by_role["naive"]
+        return max(naive["task_score"], (naive.get("task_metrics") or {}).get("score") or 0.0) + 0.05
     return by_role["reference"]["task_score"]
 
 
