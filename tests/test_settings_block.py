@@ -14,6 +14,7 @@ from pytest_automedbench.runner import execute
 from pytest_automedbench.sandbox.base import ExecResult, Sandbox
 from pytest_automedbench.settings import Factories, RunSettings
 from pytest_automedbench.tasks import load_task_file
+from pytest_automedbench.judge import JUDGE_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = load_task_file(ROOT / "task_suites" / "demo" / "rexmle" / "blob_seg.task.yaml")
@@ -60,7 +61,7 @@ def test_settings_block_and_a_72h_run_beside_the_default(tmp_path):
     assert s["time_limit_s"] == 900 and s["max_turns"] == 30 and s["cell_timeout_s"] == 300
     assert s["max_tokens"] is None and s["max_cost_usd"] is None
     assert s["with_solution"] is False and s["solution_sha256"] is None
-    assert s["agent"] == "null" and s["judge"] == "heuristic" and s["judge_version"] == "1"
+    assert s["agent"] == "null" and s["judge"] == "heuristic" and s["judge_version"] == str(JUDGE_VERSION)
     assert s["data_version"]["version"] == "2.0" and len(s["data_version"]["manifest_sha256"]) == 64
     assert s["executor_node"] is None
     assert long["settings"]["time_limit_s"] == 259200
