@@ -150,15 +150,15 @@ def test_ctrl_c_cancels_runs_and_their_sandboxes_are_gone(cluster, tmp_path):
     write_suite(tmp_path, {"held": [hold_step(tag)]})
     proc = start(tmp_path, *ray_args(cluster), "--amb-repeats=2", "--amb-cancel-grace=20")
     try:
-        tokens = wait_for(lambda: (lambda h: h if len(h) == 2 else None)(held(tmp_path)), 150, "two held cells")
+        tokens = wait_for(lambda: (lambda h: h if len(h) == 2 else None)(held(tmp_path)), 400, "two held cells")
         assert len(sleepers(tag)) == 2
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=400)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 2, out[-3000:]  # pytest's "interrupted"
-    wait_for(lambda: not sleepers(tag), 30, "the sandboxes' processes to be gone")
+    wait_for(lambda: not sleepers(tag), 120, "the sandboxes' processes to be gone")
     for rid in tokens:  # each saved itself as interrupted (errored, never a score)
         assert (tmp_path / "runs" / rid / "result.json").exists(), out[-5000:]
         r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
@@ -177,29 +177,29 @@ def test_node_loss_is_an_infra_error_retried_on_purpose_then_resume_reruns(clust
     try:
         # no retries: the run lost with its node is an errored run (infra_error), the test an ERROR
         proc = start(tmp_path, *ray_args(cluster), "--amb-infra-retries=0")
-        first = wait_for(lambda: held(tmp_path).get(rid), 150, "the held cell")
+        first = wait_for(lambda: held(tmp_path).get(rid), 400, "the held cell")
         (sleeper,) = sleepers(tag)
         victim = next(n for n in (a, b) if _node_of_pid(n, sleeper))
         cluster.remove_node(victim)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=400)
         assert proc.returncode == 1, out[-3000:]
         assert "lost its Ray worker or node" in out
         r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
         assert r["errored"] and r["failure_mode"] == "infra_error"
-        wait_for(lambda: not sleepers(tag), 30, "the lost node's run to be gone")
+        wait_for(lambda: not sleepers(tag), 120, "the lost node's run to be gone")
         # --amb-resume reruns only the errored run; with one retry allowed a second loss is survived
         survivor = b if victim is a else a
         extra.append(cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1}))
         proc = start(tmp_path, *ray_args(cluster), "--amb-resume", "--amb-infra-retries=1")
-        second = wait_for(lambda: (lambda t: t if t and t != first else None)(held(tmp_path).get(rid)), 150,
+        second = wait_for(lambda: (lambda t: t if t and t != first else None)(held(tmp_path).get(rid)), 400,
                           "the rerun's held cell")  # the lost run's box is recovered (removed) at start
         (sleeper,) = sleepers(tag)
         victim2 = next(n for n in (survivor, extra[0]) if _node_of_pid(n, sleeper))
         cluster.remove_node(victim2)
-        wait_for(lambda: (lambda t: t if t and t != second else None)(held(tmp_path).get(rid)), 150,
+        wait_for(lambda: (lambda t: t if t and t != second else None)(held(tmp_path).get(rid)), 400,
                  "the retry's held cell")
         release(tmp_path)
-        out, _ = proc.communicate(timeout=150)
+        out, _ = proc.communicate(timeout=400)
         assert proc.returncode == 0, out[-3000:]
         r = json.loads((tmp_path / "runs" / rid / "result.json").read_text())
         assert not r.get("errored") and r["provenance"]["node"]["attempt"] == 1 and r["task_score"] == 1.0
@@ -230,10 +230,10 @@ def test_a_resumed_controller_reattaches_to_runs_in_flight(cluster, tmp_path):
     rid = "long__lite__reference__r1"
     proc = start(tmp_path, *ray_args(cluster))
     try:
-        token = wait_for(lambda: held(tmp_path).get(rid), 150, "the held cell")
+        token = wait_for(lambda: held(tmp_path).get(rid), 400, "the held cell")
     finally:
         proc.kill()  # the controller dies without a word (SIGKILL)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=300)
     time.sleep(3)  # a run fate-shared with its driver would be gone by now
     assert sleepers(tag), "the detached run died with its controller"
     proc = start(tmp_path, *ray_args(cluster), "--amb-resume")
@@ -244,7 +244,7 @@ def test_a_resumed_controller_reattaches_to_runs_in_flight(cluster, tmp_path):
         time.sleep(3)
         assert sleepers(tag) and held(tmp_path).get(rid) == token
         release(tmp_path)
-        out, _ = proc.communicate(timeout=150)
+        out, _ = proc.communicate(timeout=400)
     finally:
         if proc.poll() is None:
             proc.kill()
