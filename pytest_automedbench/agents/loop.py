@@ -13,7 +13,6 @@ request outlives the run).
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import tarfile
 import time
 from pathlib import Path
@@ -224,7 +223,6 @@ class RayExecutor:
 
     # -- waiting ---------------------------------------------------------------------------------
     def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
-        ray = self.ray
         while True:
             try:
                 state = self._wait_once(spec, on_phase)

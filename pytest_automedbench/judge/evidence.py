@@ -10,7 +10,6 @@ answers.json with every answer is a full run, the same file with one answer a pi
 """
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path

@@ -118,13 +118,18 @@ def own_workspace(workspace: Path, user: CellUser | None = None) -> None:
     user = user or cell_user()
     if not user.separate:
         return
-    root = os.fsencode(workspace)
-    os.chown(root, user.uid, user.gid, follow_symlinks=False)
-    os.chmod(root, 0o711)  # bubblewrap (root, no capabilities left) must still enter it
+    give_tree(workspace, user.uid, user.gid)
+    os.chmod(workspace, 0o711)  # bubblewrap (root, no capabilities left) must still enter it
+
+
+def give_tree(folder: Path, uid: int, gid: int) -> None:
+    """`folder` and everything under it to uid:gid, links themselves (never what they point to)."""
+    root = os.fsencode(folder)
+    os.chown(root, uid, gid, follow_symlinks=False)
     for path, st in _walk(root):
-        if st.st_uid != user.uid or st.st_gid != user.gid:
+        if st.st_uid != uid or st.st_gid != gid:
             try:
-                os.chown(path, user.uid, user.gid, follow_symlinks=False)
+                os.chown(path, uid, gid, follow_symlinks=False)
             except OSError:
                 pass
 

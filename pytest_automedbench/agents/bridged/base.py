@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..base import Agent, AgentError, Usage
+from ..base import AgentError, Usage
 from ..command import CommandAgent
 
 AGENT_DIR = ".agent"  # under the workspace: the agent's own config and logs
@@ -123,11 +123,11 @@ def bridged_cell(socket_path: Path, forwarder: Path, token: str, launch: Launch)
 def hand_to_workspace_owner(folder: Path) -> None:
     """The harness laid out `folder` inside the workspace after the sandbox gave the workspace to its
     cell user: hand it over the same way, or the agent cannot write its own logs there."""
+    from ...sandbox.celluser import give_tree
+
     owner = folder.parent.stat()
-    if (owner.st_uid, owner.st_gid) == (os.geteuid(), os.getegid()):
-        return
-    for path in (folder, *folder.rglob("*")):
-        os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
+    if (owner.st_uid, owner.st_gid) != (os.geteuid(), os.getegid()):
+        give_tree(folder, owner.st_uid, owner.st_gid)
 
 
 def refuse_remote_docker(sandbox) -> None:

@@ -7,7 +7,7 @@ metering (`gateway.LLMCall`); a native event keeps its own label in ``native``.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from ..loop import TraceEvent
