@@ -32,7 +32,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import socket
 import sys
 import threading
@@ -42,6 +41,7 @@ from typing import Any
 
 from .agents.base import Usage
 from .agents.loop import RunRecord, TraceEvent
+from . import safefs
 from .files import OutsideRoot, atomic_write, inside
 
 LIMITS = ("max_turns", "time_limit", "max_tokens", "max_cost", "context_length", "disk_limit")
@@ -330,7 +330,7 @@ class RunFolder:
             (self.staging / "workspace" / "outputs").mkdir(parents=True)
             atomic_write(self.box / OWNER, json.dumps(_owner_record(), indent=1))
         except OSError as e:
-            shutil.rmtree(self.box, ignore_errors=True)
+            safefs.remove_tree(self.box)
             raise _disk_error(e, self.runs_dir, f"cannot start run {rid}") from None
         _heartbeat.boxes.add(self.box)
 
@@ -340,7 +340,7 @@ class RunFolder:
 
     def discard(self) -> None:
         _heartbeat.boxes.discard(self.box)
-        shutil.rmtree(self.box, ignore_errors=True)
+        safefs.remove_tree(self.box)
 
     def commit(self, result: dict[str, Any], record: RunRecord) -> Path:
         """Write the run's files and move the folder into place; returns where it is now.
@@ -390,12 +390,12 @@ def place(src: Path, dest: Path) -> None:
         os.replace(src, dest)
         return
     if _EXCHANGE is not None and _EXCHANGE(AT_FDCWD, os.fsencode(src), AT_FDCWD, os.fsencode(dest), RENAME_EXCHANGE) == 0:
-        shutil.rmtree(src, ignore_errors=True)  # src holds the previous folder now
+        safefs.remove_tree(src)  # src holds the previous folder now
         return
     old = src.with_name(src.name + ".old")
     os.replace(dest, old)
     os.replace(src, dest)
-    shutil.rmtree(old, ignore_errors=True)
+    safefs.remove_tree(old)
 
 
 def start_run(runs_dir: Path | str, rid: str) -> RunFolder:
@@ -627,7 +627,7 @@ def _recover(runs_dir: Path) -> None:
                     os.replace(folder, final)
             except OSError:
                 continue
-        shutil.rmtree(box, ignore_errors=True)
+        safefs.remove_tree(box)
 
 
 __all__ = ["REQUIRED", "RunFilesError", "RunFolder", "RunsDirBusy", "check_result", "config_hash", "is_errored",

@@ -91,7 +91,9 @@ class Walk:
                 child_rel = f"{rel}/{name}" if rel else name
                 try:
                     st = os.lstat(path)
-                except OSError:  # gone meanwhile, or a path too long to name
+                except OSError as e:  # gone meanwhile, or a path too long to name (counted as unreachable)
+                    if e.errno == errno.ENAMETOOLONG:
+                        self.unlistable.append(child_rel)
                     continue
                 self.entries += 1
                 entry = Entry(path, child_rel, st.st_mode, st.st_size, depth + 1)
@@ -233,3 +235,135 @@ def shown(text: str) -> str:
 def _only_escapes(text: str) -> bool:
     """Whether every surrogate in `text` is one os.fsdecode makes of an undecodable byte (U+DC80-U+DCFF)."""
     return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in text)
+
+
+def remove_tree(path: Path | str) -> bool:
+    """Remove `path` and everything under it, however deep, never following a link; True if it is gone.
+
+    shutil.rmtree recurses once per level (RecursionError past about 1,000, which ignore_errors does not
+    catch) and cannot reach folders deeper than PATH_MAX: an agent's 1,500-level tree would crash the
+    harness where it clears a staging box or replaces a run folder. This walks down by folder
+    descriptor (openat/unlinkat), one level open at a time, and makes a folder the agent left without
+    permissions listable and writable where the harness may. Never raises OSError."""
+    path = os.fspath(path)
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return True
+        fd = os.open(path, _DIR_FLAGS)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        stack: list[tuple[str, list[str]]] = [("", _clear_files(fd))]  # (folder's name, its subfolders left)
+        while stack:
+            name, pending = stack[-1]
+            if pending:
+                child = pending.pop()
+                try:
+                    sub = _open_child(child, fd)
+                except OSError:
+                    _unlink_quietly(child, fd)  # replaced by a file or link meanwhile, or unopenable
+                    continue
+                os.close(fd)
+                fd = sub
+                stack.append((child, _clear_files(fd)))
+                continue
+            stack.pop()
+            if not stack:
+                break
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                pass  # something new appeared in it: what is left is reported by the final check
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_child(name: str, fd: int) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except PermissionError:
+        os.chmod(name, 0o700, dir_fd=fd)  # the agent's chmod 000; a link was not listed as a folder
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+
+
+def _clear_files(fd: int) -> list[str]:
+    """Unlink every non-folder in the open folder `fd`; its subfolders' names."""
+    folders: list[str] = []
+    for attempt in (1, 2):
+        try:
+            with os.scandir(fd) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            break
+        except PermissionError:
+            if attempt == 2:
+                return folders
+            _chmod_fd(fd)
+    for name, is_dir in entries:
+        if is_dir:
+            folders.append(name)
+        elif not _unlink_quietly(name, fd):
+            _chmod_fd(fd)  # a folder the agent left read-only: unlinking needs write on it
+            _unlink_quietly(name, fd)
+    return folders
+
+
+def _chmod_fd(fd: int) -> None:
+    try:
+        os.fchmod(fd, 0o700)
+    except OSError:
+        pass
+
+
+def _unlink_quietly(name: str, fd: int) -> bool:
+    try:
+        os.unlink(name, dir_fd=fd)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def copy_tree(src: Path | str, dst: Path | str) -> list[str]:
+    """Copy the tree at `src` into `dst` (made if missing): folders, regular files and links (as links,
+    never followed); FIFOs, sockets and devices are left out. Iterative, so no depth crashes it
+    (shutil.copytree recurses per level and opens what it copies). Returns what it could not copy."""
+    src, dst = os.fspath(src), os.fspath(dst)
+    os.makedirs(dst, exist_ok=True)
+    missed: list[str] = []
+    tree = walk(src)
+    for e in tree:
+        target = os.path.join(dst, e.rel)
+        try:
+            if e.is_dir:
+                os.mkdir(target, stat.S_IMODE(e.mode) | LISTABLE | stat.S_IWUSR)
+            elif e.is_link:
+                os.symlink(os.readlink(e.path), target)
+            elif e.is_file:
+                with open_regular(e.path) as f, open(target, "wb") as out:
+                    while chunk := f.read(1 << 20):
+                        out.write(chunk)
+                os.chmod(target, stat.S_IMODE(e.mode))
+            else:
+                missed.append(e.rel)
+        except OSError:
+            missed.append(e.rel)
+    return missed + tree.unlistable

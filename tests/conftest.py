@@ -51,6 +51,21 @@ FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def inner_sessions_temproot(tmp_path_factory):
+    """pytest sessions the tests start (subprocesses) keep their temporary folders under this session's:
+    at exit pytest deletes older numbered folders in its temproot with a recursive rmtree, which an
+    agent's deep tree left in another session's folder would crash (RecursionError at exit)."""
+    root = tmp_path_factory.mktemp("inner-temproot")
+    before = os.environ.get("PYTEST_DEBUG_TEMPROOT")
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop("PYTEST_DEBUG_TEMPROOT", None)
+    else:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = before
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and CUDA torch (skipped, saying why, where none is "
                                        "present; run them on a GPU box with `pytest tests -m gpu`)")

@@ -8,7 +8,6 @@ import json
 import os
 import pickle
 import re
-import shutil
 import stat
 import tempfile
 import threading
@@ -45,12 +44,24 @@ def deep_tree(root: Path, depth: int = DEPTH) -> Path:
 
 
 def remove_deep(root: Path) -> None:
-    """shutil.rmtree recurses per level too: remove the chain bottom-up."""
-    folders = [e.path for e in safefs.walk(root) if e.is_dir]
-    for entry in [e for e in safefs.walk(root) if not e.is_dir]:
-        os.unlink(entry.path)
-    for folder in reversed(folders):
-        os.rmdir(folder)
+    """shutil.rmtree recurses per level (RecursionError): the harness's own remover."""
+    assert safefs.remove_tree(root) and not os.path.lexists(root)
+
+
+def deeper_than_path_max(root: Path, depth: int = 3000) -> None:
+    """root/dd/dd/... past PATH_MAX (no path names the bottom), made by folder descriptor."""
+    os.makedirs(root, exist_ok=True)
+    here = os.open(root, os.O_RDONLY)
+    for i in range(depth):
+        os.mkdir("dd", dir_fd=here)
+        if i % 500 == 0:
+            os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=here))
+            os.symlink("/etc", "etc", dir_fd=here)  # never followed: /etc stays
+        below = os.open("dd", os.O_RDONLY, dir_fd=here)
+        os.close(here)
+        here = below
+    os.mkfifo("pipe", dir_fd=here)
+    os.close(here)
 
 
 def finishes(fn, timeout: float = 60.0):
@@ -215,6 +226,48 @@ def _hide_and_check(root: str):
             stat.S_IMODE(os.stat(out / "hidden").st_mode), os.path.lexists(out / "hidden" / "case_000.csv"))
 
 
+def test_remove_and_copy_survive_trees_deeper_than_recursion_and_path_max(tmp_path, record_property):
+    try:
+        deeper_than_path_max(tmp_path / "agent")
+        for i in range(300):  # wide as well as deep: each folder is listed once
+            (tmp_path / "agent" / f"w{i}").mkdir()
+            (tmp_path / "agent" / f"w{i}" / "x").write_text("x")
+        (tmp_path / "agent" / "w7").chmod(0o000)
+        (tmp_path / "agent" / "w8").chmod(0o500)
+        missed = finishes(lambda: safefs.copy_tree(tmp_path / "agent", tmp_path / "copy"), timeout=300)
+        assert (tmp_path / "copy" / "w299" / "x").read_text() == "x" and os.path.islink(tmp_path / "copy" / "etc")
+        assert missed  # the FIFO and what lies past PATH_MAX are named, not raised
+        for tree in ("agent", "copy"):
+            assert finishes(lambda: safefs.remove_tree(tmp_path / tree), timeout=300)
+            assert not os.path.lexists(tmp_path / tree)
+        assert os.path.exists("/etc/passwd")
+    finally:  # pytest's own cleanup would recurse into what a failed assertion left
+        safefs.remove_tree(tmp_path)
+    record_fault(record_property, "3,000-level tree past PATH_MAX, chmod 000 and read-only folders (removal, copy)",
+                 "removed, copied without raising", "removed")
+
+
+def _leave_locked_tree(root: str) -> bool:
+    """As the agent's user: a deep tree with folders it made unlistable and read-only, then the harness's
+    remover as the same user (a non-root harness)."""
+    deeper_than_path_max(Path(root) / "ws", depth=1200)
+    for mode, name in ((0o000, "locked"), (0o500, "readonly"), (0o100, "searchonly")):
+        (Path(root) / "ws" / name).mkdir()
+        (Path(root) / "ws" / name / "f").write_text("x")
+        (Path(root) / "ws" / name).chmod(mode)
+    return safefs.remove_tree(Path(root) / "ws") and not os.path.lexists(Path(root) / "ws")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to the nobody user (the test runs as root in CI)")
+def test_a_non_root_harness_removes_what_its_agent_locked():
+    root = tempfile.mkdtemp(prefix="amb-locked-", dir="/tmp")
+    try:
+        os.chown(root, 65534, 65534)
+        assert _as_nobody(_leave_locked_tree, root)
+    finally:
+        safefs.remove_tree(root)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="switches to the nobody user (the test runs as root in CI)")
 def test_unlistable_folders_are_made_listable_or_refuse_the_submission(record_property):
     root = tempfile.mkdtemp(prefix="amb-unlistable-", dir="/tmp")
@@ -232,9 +285,7 @@ def test_unlistable_folders_are_made_listable_or_refuse_the_submission(record_pr
         assert refusals == [("outputs", refusals[0][1], True)] and "cannot list (theirs)" in refusals[0][1]
         assert [v["rule"] for v in violations] == ["unlistable_folder"]
     finally:
-        for folder in [e.path for e in safefs.walk(root) if e.is_dir]:
-            os.chmod(folder, 0o700)
-        shutil.rmtree(root)
+        safefs.remove_tree(root)
     record_fault(record_property, "chmod 311 folder hiding a link to the labels (non-root harness)",
                  "made listable, link removed; foreign folder refuses the submission", "as expected")
 

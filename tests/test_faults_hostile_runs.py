@@ -18,6 +18,7 @@ import pytest
 from faults.suite import (SOLVE_CODE, TRACEBACK, make_suite, output, results, run_session, session_env,
                           task_yaml)
 from faults.table import record_fault
+from pytest_automedbench import safefs
 
 # What the cells leave (each after solving the task, so only the hostile part can fail it).
 HOSTILE = {
@@ -29,6 +30,14 @@ HOSTILE = {
                 "f = open(w + '/plan.md', 'wb'); f.truncate(300 << 20); f.close()\n"
                 "f = open(w + '/plan.png', 'wb'); f.truncate(300 << 20); f.close()\n"),
 }
+# A tree deeper than any recursive walk, copy or rmtree survives (about 1,000 levels), made by folder
+# descriptor: in the workspace of the run the harness errors (its folder is replaced on resume) and in
+# the hostile run's outputs/.
+DEEP = ("import os\nhere = os.open({where}, os.O_RDONLY)\nfor _ in range(1500):\n"
+        "    os.mkdir('d', dir_fd=here)\n    below = os.open('d', os.O_RDONLY, dir_fd=here)\n"
+        "    os.close(here)\n    here = below\nos.close(here)\nprint('a 1,500-level tree')\n")
+HOSTILE["hostile"] += DEEP.format(where="os.environ['AMB_OUTPUT_DIR']")
+EXTRA = {"boom": DEEP.format(where="os.environ['AMB_WORKSPACE']")}
 CALM = "AMB_TEST_CALM"  # set: the conftest below leaves the boom and lost runs alone
 
 # The suite's conftest (loaded by the controller and every worker): the "boom" run's loop raises an
@@ -93,12 +102,13 @@ def reports(root: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def sessions(tmp_path_factory):
+def sessions(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("hostile")
+    request.addfinalizer(lambda: safefs.remove_tree(root))  # the agents' deep trees: pytest's cleanup recurses
     names = ["ok", "boom", "lost", *HOSTILE]
     make_suite(root, {f"{n}.task.yaml": task_yaml(n, steps=f"{n}.steps.json") for n in names})
     for n in names:
-        (root / "suite" / f"{n}.steps.json").write_text(json.dumps(steps(HOSTILE.get(n, ""))))
+        (root / "suite" / f"{n}.steps.json").write_text(json.dumps(steps(HOSTILE.get(n, EXTRA.get(n, "")))))
     (root / "suite" / "conftest.py").write_text(CONFTEST)
     first = run_session(root, "--amb-model=reference", "-n", "2")
     after_first = reports(root)
@@ -128,6 +138,7 @@ def test_agent_made_faults_are_agent_outcomes_in_every_report(sessions, record_p
     # the viewer's data survived the agent's text, and the sparse plans were not embedded
     view = s["reports"]["views"][rid("hostile")]
     stdout = "".join(c.get("stdout") or "" for step in view["steps"] for c in step.get("tool_calls") or [])
+    assert "a 1,500-level tree" in stdout  # made: the deep tree was saved, walked and scored
     assert "<!--<script>" in stdout and view["plan_png"] is None and len(view["plan_md"] or "") < 30000
     assert s["reports"]["html_size"] < 5 << 20
     record_fault(record_property, "surrogate code, undecodable output name, FIFO, loop, sparse plans, <!--<script>",
@@ -159,6 +170,9 @@ def test_resume_reruns_the_lost_and_errored_runs(sessions):
     assert s["resumed"].returncode in (0, 1), output(s["resumed"])[-3000:]
     assert TRACEBACK not in output(s["resumed"])
     after = s["after"]
+    boom_view = s["after_reports"]["views"][rid("boom")]  # its deep workspace replaced on resume
+    assert "a 1,500-level tree" in "".join(c.get("stdout") or "" for step in boom_view["steps"]
+                                           for c in step.get("tool_calls") or [])
     for task in ("boom", "lost", "ok"):
         assert not after[rid(task)].get("errored") and after[rid(task)]["failure_mode"] is None, after[rid(task)]
     runs = {r["run_id"]: r for r in s["after_reports"]["json"]["runs"]}

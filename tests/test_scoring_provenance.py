@@ -15,15 +15,17 @@ from pytest_automedbench.agents.loop import RunRecord, TraceEvent
 from pytest_automedbench.judge.code import read_cell
 from pytest_automedbench.judge.heuristic import judge_s1, own_lines, png_is_drawn
 from pytest_automedbench.judge.history import History
+from pytest_automedbench import safefs
 from pytest_automedbench.provenance import Snapshot, WorkspaceSnapshots, diff, walk
 
 
 # -- the walk ------------------------------------------------------------------------------------
-def test_walk_survives_symlink_loops_deep_trees_odd_names_and_fifos(tmp_path):
+def test_walk_survives_symlink_loops_deep_trees_odd_names_and_fifos(tmp_path, request):
     (tmp_path / "loop").symlink_to(tmp_path)  # a link to itself: recorded, never followed
     deep = tmp_path
     for _ in range(1500):  # os.makedirs would hit PATH_MAX; walk down with relative mkdirs
         deep = deep / "d"
+    request.addfinalizer(lambda: safefs.remove_tree(tmp_path / "d"))  # pytest's cleanup recurses into it
     fd = os.open(tmp_path, os.O_RDONLY)
     try:
         here = fd

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
+
+from .. import safefs
 
 
 def _die_with_parent(parent: int) -> None:
@@ -96,7 +97,7 @@ def run_job(job: dict) -> dict:
         return {"error": f"the run's process on {node['host']} ended (exit {proc.returncode}) without an outcome",
                 "kind": "error", "saved": None}
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        safefs.remove_tree(scratch)
 
 
 def main(argv: list[str] | None = None) -> int:

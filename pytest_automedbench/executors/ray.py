@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import pytest
 
+from .. import safefs
 from ..runfiles import RunFolder, session_id, settle
 from .base import ExecutorError, InfraError, NodeFacts, RunSpec, namespace_for
 from .saving import save_errored
@@ -298,9 +299,7 @@ class RayExecutor:
         if result is None:
             return None
         box = RunFolder(self.settings.runs_dir, spec.run_id)
-        import shutil
-
-        shutil.rmtree(box.staging)
+        safefs.remove_tree(box.staging)
         with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
             tar.extractall(box.box, filter="data")
         target = settle(Path(self.settings.runs_dir), spec.run_id, box.staging, result)

@@ -6,7 +6,6 @@ import io
 import json
 import os
 import pickle
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 import ray
 
 import pytest_automedbench
+from pytest_automedbench import safefs
 
 from .base import manifest_hash
 
@@ -40,10 +40,9 @@ def probe(data_dir: str, data_keys: list[str], sandbox: str) -> dict[str, Any]:
 def archive(folder: Path, cap_bytes: int) -> tuple[bytes, int]:
     """The run folder as a gzipped tar, files past `cap_bytes` (largest first left out) listed in a note;
     and how many files were left out."""
-    files = sorted((p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()), key=lambda p: p.stat().st_size)
+    files = sorted(((Path(e.path), e.size) for e in safefs.walk(folder) if e.is_file), key=lambda f: f[1])
     kept, left, total = [], [], 0
-    for p in files:  # smallest first: result.json, trace and outputs before checkpoints
-        size = p.stat().st_size
+    for p, size in files:  # smallest first: result.json, trace and outputs before checkpoints
         if total + size <= cap_bytes:
             kept.append(p)
             total += size
@@ -135,4 +134,4 @@ class RunActor:
     def cleanup(self) -> None:
         self.signal("SIGKILL")
         if self.scratch is not None and not self.left_on_node and not os.environ.get("AMB_KEEP_NODE_SCRATCH"):
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            safefs.remove_tree(self.scratch)

@@ -16,12 +16,12 @@ import csv
 import io
 import json
 import re
-import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import safefs
 from ..agents.loop import RunRecord
 from .evidence import Cell, read_run
 from .history import OUTPUTS, History
@@ -49,7 +49,7 @@ def failed(result) -> bool:
 
 def copy_workspace(src: Path, dst: Path) -> None:
     """The final workspace, links kept as links (never followed)."""
-    shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+    safefs.copy_tree(src, dst)
 
 
 def workspace_bytes(root: Path) -> int:
@@ -140,7 +140,7 @@ def _csv(path: Path, kind: str) -> bool:
 
 def mutate(workspace: Path, kind: str) -> str | None:
     """Break the copy's outputs one way; what was done, or None when the class does not apply to them."""
-    outputs = sorted(p for p in (workspace / OUTPUTS.rstrip("/")).rglob("*") if p.is_file() and not p.is_symlink())
+    outputs = sorted(Path(e.path) for e in safefs.walk(workspace / OUTPUTS.rstrip("/")) if e.is_file)
     if not outputs:
         return None
     if kind == "missing" and len(outputs) > 1:
@@ -204,7 +204,8 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
     out: dict[str, Any] = {"fails_on": [], "passes_on": [], "not_applicable": []}
 
     def run(kind: str | None):
-        with tempfile.TemporaryDirectory(prefix="amb-replay-") as tmp:
+        tmp = tempfile.mkdtemp(prefix="amb-replay-")
+        try:  # removed with safefs: the replayed cell may leave a tree deeper than rmtree survives
             ws = Path(tmp) / "workspace"
             copy_workspace(workspace, ws)
             what = mutate(ws, kind) if kind else "unmutated"
@@ -213,6 +214,8 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
             timeout = max(1.0, min(CELL_TIMEOUT_S, budget_s - (time.monotonic() - started)))
             with make_sandbox(ws) as sandbox:
                 return sandbox.exec(c.event.code or "", c.event.language or "python", timeout=timeout)
+        finally:
+            safefs.remove_tree(tmp)
 
     try:
         for _ in range(2):

@@ -25,6 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
+from .. import safefs
 from . import seccomp
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import allocate_reserve, release_reserve, reserve_mb, run_process
@@ -328,5 +329,5 @@ class LocalSandbox(Sandbox):
         release_reserve(self._reserve)  # the space the run's result files are written into next
         self._reserve = None
         if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            safefs.remove_tree(self._tmp)
             self._tmp = None

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -189,7 +188,7 @@ def evaluate(spec, outputs: Path, private: Path, public: Path, hook: Callable[..
             track = _score(spec, view, private, public, hook, grader)
     finally:
         if view is not outputs:
-            shutil.rmtree(view.parent, ignore_errors=True)
+            safefs.remove_tree(view.parent)
     apply_refusals(track, refusals)
     if refusals:
         track.diagnostics["refused_files"] = [safefs.shown(r.name) for r in refusals]
