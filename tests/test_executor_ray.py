@@ -45,6 +45,21 @@ def held(root: Path) -> dict[str, str]:
     return out
 
 
+def new_token(root: Path, rid: str, seen: set[str]) -> str | None:
+    """A held cell of `rid` whose token is not in `seen`: the box of a lost attempt may still lie in
+    the staging folder beside the retry's (both with a token and a hold file), in either name order."""
+    tokens = set()
+    for f in (root / "runs" / ".staging").glob(f"*/{rid}/workspace/token.txt"):
+        try:
+            token = f.read_text().strip()
+        except OSError:  # its box removed meanwhile
+            continue
+        if token and (f.parent / "hold").exists():
+            tokens.add(token)
+    fresh = sorted(tokens - seen)
+    return fresh[0] if fresh else None
+
+
 def release(root: Path) -> None:
     for f in (root / "runs" / ".staging").glob("*/*/workspace/hold"):
         f.unlink()
@@ -191,13 +206,11 @@ def test_node_loss_is_an_infra_error_retried_on_purpose_then_resume_reruns(clust
         survivor = b if victim is a else a
         extra.append(cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1}))
         proc = start(tmp_path, *ray_args(cluster), "--amb-resume", "--amb-infra-retries=1")
-        second = wait_for(lambda: (lambda t: t if t and t != first else None)(held(tmp_path).get(rid)), 400,
-                          "the rerun's held cell")  # the lost run's box is recovered (removed) at start
+        second = wait_for(lambda: new_token(tmp_path, rid, {first}), 400, "the rerun's held cell")
         (sleeper,) = sleepers(tag)
         victim2 = next(n for n in (survivor, extra[0]) if _node_of_pid(n, sleeper))
         cluster.remove_node(victim2)
-        wait_for(lambda: (lambda t: t if t and t != second else None)(held(tmp_path).get(rid)), 400,
-                 "the retry's held cell")
+        wait_for(lambda: new_token(tmp_path, rid, {first, second}), 400, "the retry's held cell")
         release(tmp_path)
         out, _ = proc.communicate(timeout=400)
         assert proc.returncode == 0, out[-3000:]
