@@ -47,7 +47,7 @@ def test_errors_are_one_line(capsys, tmp_path):
 
 
 def test_dispatcher_lists_subcommands_and_skips_broken_modules(capsys):
-    parser = cli.build_parser(["pytest_automedbench.cli_brief", "pytest_automedbench.no_such_module"])
+    parser = cli.build_parser(["pytest_automedbench.cli.brief", "pytest_automedbench.no_such_module"])
     assert "brief" in parser.format_help()
     assert "no_such_module unavailable" in capsys.readouterr().err
     assert cli.main([]) == 2

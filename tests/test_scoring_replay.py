@@ -68,7 +68,7 @@ def test_a_check_that_can_fail_is_credited_for_what_it_catches(tiny):
 
 
 def test_rescore_rejudges_from_the_trace_without_replaying(tiny, monkeypatch):
-    from pytest_automedbench import cli_rescore
+    from pytest_automedbench.cli import rescore as cli_rescore
     from pytest_automedbench.judge import replay as replay_module
 
     result, trace = run_steps(tiny, [PLAN, ENV, PILOT, FULL, REAL_CHECK, SUBMIT], "rescored")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pytest_automedbench.cli import main as cli
-from pytest_automedbench.cli_prepare import find_tasks
+from pytest_automedbench.cli.prepare import find_tasks
 from pytest_automedbench.data import task_data
 from pytest_automedbench.tasks import load_task_file
 from suite_fixtures import build_fixture

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .reporting.ablation import SETTING_KEYS, ablation, ablation_table, solution_table
-from .reporting.markdown import markdown_table
-from .reporting.tables import text_table
+from ..reporting.ablation import SETTING_KEYS, ablation, ablation_table, solution_table
+from ..reporting.markdown import markdown_table
+from ..reporting.tables import text_table
 
 
 class SourceError(Exception):
@@ -47,7 +47,7 @@ def read_source(source: str) -> list[dict[str, Any]]:
     if path.is_dir():
         if (path / "amb-results.json").is_file():
             return read_source(str(path / "amb-results.json"))
-        from .runfiles import run_folders, try_read_result
+        from ..runfiles import run_folders, try_read_result
 
         runs = [r for folder in run_folders(path) if (r := try_read_result(folder / "result.json")) is not None]
         if not runs:

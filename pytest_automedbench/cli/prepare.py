@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from .data import build, default_data_dir, is_prepared, task_data, verify_manifest
-from .data.preparers.common import LayoutError
-from .suites import load_task, suites_root
-from .suites import task_files as find_tasks
-from .tasks import load_task_file
+from ..data import build, default_data_dir, is_prepared, task_data, verify_manifest
+from ..data.preparers.common import LayoutError
+from ..suites import load_task, suites_root
+from ..suites import task_files as find_tasks
+from ..tasks import load_task_file
 
 
 class Progress:

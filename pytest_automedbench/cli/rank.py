@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .rexmle.ranking import Leaderboard, LeaderboardError, load_leaderboard, rank_agent
-from .suites import did_you_mean, load_task, suites_root, task_files
-from .tasks import load_task_file
+from ..rexmle.ranking import Leaderboard, LeaderboardError, load_leaderboard, rank_agent
+from ..suites import did_you_mean, load_task, suites_root, task_files
+from ..tasks import load_task_file
 
 
 def add_parser(subparsers) -> None:
@@ -40,7 +40,7 @@ def find_challenge(name: str, root: str | None) -> tuple[Leaderboard, str, str]:
     except LookupError:
         task = None
     if task is not None and task.spec.rexmle is not None:
-        from .rexmle import leaderboard_for
+        from ..rexmle import leaderboard_for
 
         return leaderboard_for(task), task.spec.id, task.spec.title
     challenges = {i: t for i, p in task_files(base).items() if (t := load_task_file(p)).spec.rexmle is not None}

@@ -16,7 +16,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from .sandbox.doctor import checks, render, verdict
+    from ..sandbox.doctor import checks, render, verdict
 
     found = checks()
     if args.json:

@@ -1,6 +1,6 @@
 """The `automedbench` console command: an argparse dispatcher over subcommand modules.
 
-Each module in SUBCOMMANDS exposes `add_parser(subparsers)`, which adds its subparser and sets
+Each module of this package named in SUBCOMMANDS exposes `add_parser(subparsers)`, which adds its subparser and sets
 `func=<callable(args) -> int>` as a default. To add a subcommand, write a module and add its name
 here (a module that fails to import is left out, so one broken subcommand never hides the others).
 """
@@ -10,17 +10,8 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = [
-    "pytest_automedbench.cli_brief",
-    "pytest_automedbench.cli_prepare",
-    "pytest_automedbench.cli_rescore",
-    "pytest_automedbench.cli_rank",
-    "pytest_automedbench.cli_capabilities",
-    "pytest_automedbench.cli_suites",
-    "pytest_automedbench.cli_doctor",
-    "pytest_automedbench.agents.bridged.cli",
-    "pytest_automedbench.cli_ablation",
-]
+SUBCOMMANDS = [f"pytest_automedbench.cli.{name}" for name in (
+    "brief", "prepare", "rescore", "rank", "capabilities", "suites", "doctor", "agents", "ablation")]
 
 
 def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
@@ -48,7 +39,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `automedbench suites | head`: the reader left; say nothing more
         sys.stdout = None  # no flush of the closed pipe at exit
         return 0
-
-
-if __name__ == "__main__":  # python -m pytest_automedbench.cli
-    sys.exit(main())

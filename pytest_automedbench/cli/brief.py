@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .suites import load_task, suites_root
-from .tasks import TIERS, TaskSpecError
-from .tasks.brief import build_brief
+from ..suites import load_task, suites_root
+from ..tasks import TIERS, TaskSpecError
+from ..tasks.brief import build_brief
 
 DEFAULT_TIER = "lite"  # the same default as --amb-tier
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .rexmle.capabilities import format_report, report_from_run_dir
+from ..rexmle.capabilities import format_report, report_from_run_dir
 
 
 def add_parser(subparsers) -> None:
@@ -27,7 +27,7 @@ def run(args) -> int:
         return 2
     agent = None
     if args.judge_model:
-        from .agents import AgentError, make_agent
+        from ..agents import AgentError, make_agent
 
         try:
             agent = make_agent(args.judge_model)

@@ -14,8 +14,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from .suites import did_you_mean, display_name, suite_names, suites_root, task_files
-from .tasks import load_task_file
+from ..suites import did_you_mean, display_name, suite_names, suites_root, task_files
+from ..tasks import load_task_file
 
 PYTEST_INI = """\
 # Written by `automedbench suites --copy`: run the suites below with `pytest --amb-model=...`.

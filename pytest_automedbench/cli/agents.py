@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import BRIDGED_KINDS, InstallError, adapter_for, agents_dir
+from ..agents.bridged import BRIDGED_KINDS, InstallError, adapter_for, agents_dir
 
 
 def add_parser(subparsers) -> None:
