@@ -97,7 +97,7 @@ def check_bridged(model: str, agent_models: str | None) -> None:
 
 def settings_from(config) -> RunSettings:
     """The typed settings of a pytest session (raises SettingsError naming the option)."""
-    from .agents.pricing import PriceFileError, load_prices
+    from .models.pricing import PriceFileError, load_prices
     from .data import default_data_dir
 
     def option(ini: str, type_: type = str):

@@ -13,7 +13,7 @@ import pytest
 
 from . import executors, hooks, safefs
 from .agents import AgentError, StepFileError, make_agent
-from .agents.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
+from .models.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .metrics import MetricUnavailable
 from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run

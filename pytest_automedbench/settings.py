@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:  # the settings module stays cheap to import (every xdist worker imports it)
     from .agents import Agent
-    from .agents.pricing import Price
+    from .models.pricing import Price
     from .sandbox import Sandbox, SandboxConfig
     from .tasks import LoadedTask
 
@@ -127,20 +127,20 @@ class RunSettings:
 
     @functools.cached_property
     def price_table(self) -> Mapping[str, "Price"]:
-        from .agents.pricing import load_prices
+        from .models.pricing import load_prices
 
         return self.prices if self.prices is not None else load_prices(None)
 
     @functools.cached_property
     def cost_fn(self):
-        from .agents.accounting import make_cost_fn
+        from .models.accounting import make_cost_fn
 
         return make_cost_fn(self.price_table)
 
     @property
     def agent_options(self) -> dict[str, Any]:
         """Constructor options for the built-in LLM agents."""
-        from .agents.accounting import llm_options
+        from .models.accounting import llm_options
 
         return {**llm_options(self.retry_delay), "bridge": {**self.bridge, "prices": self.price_table}}
 

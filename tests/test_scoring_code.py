@@ -8,7 +8,7 @@ from pytest_automedbench.errors import RunFacts, detect
 from pytest_automedbench.judge import judge
 from pytest_automedbench.judge.code import read_cell
 from pytest_automedbench.metrics import TrackResult
-from pytest_automedbench.metrics.base import count_cases
+from pytest_automedbench.case_count import count_cases
 
 READ = ("import os, numpy as np, nibabel as nib\nd = os.environ['AMB_PUBLIC_DIR'] + '/images'\n"
         "cases = sorted(os.listdir(d))\n")

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..metrics.base import count_cases
+from ..case_count import count_cases
 from ..provenance import Snapshot, WorkspaceSnapshots, diff
 from ..sandbox.base import ExecResult, Sandbox
 from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, Message, Reply, ToolCall, Usage
-from .retry import LLMAPIError, RetryPolicy
+from ..models.retry import LLMAPIError, RetryPolicy
 
 SYSTEM_PROMPT = (
     "You are an autonomous medical-AI research agent working in a sandbox. Work through the task "
@@ -59,7 +59,7 @@ class TraceEvent:
     truncated: bool = False
     blocked: str | None = None
     outputs_after: int = 0  # files under the output folder after the call
-    cases_after: int | None = None  # cases the outputs cover after the call (metrics.base.count_cases)
+    cases_after: int | None = None  # cases the outputs cover after the call (case_count.count_cases)
     stage: str | None = None  # S1..S5, filled by the judge's stage attribution
     # Harness-side provenance (provenance.py): the workspace's changes during the cell, and those found
     # since the previous cell ended (before the first cell: the workspace as handed over); None when

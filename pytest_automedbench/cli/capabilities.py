@@ -27,10 +27,11 @@ def run(args) -> int:
         return 2
     agent = None
     if args.judge_model:
-        from ..agents import AgentError, make_agent
+        from ..agents import AgentError
+        from ..models import make_client
 
         try:
-            agent = make_agent(args.judge_model)
+            agent = make_client(args.judge_model)
         except (AgentError, ImportError) as e:
             print(f"automedbench capabilities: --judge-model {args.judge_model}: {e}")
             return 2

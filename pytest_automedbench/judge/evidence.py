@@ -5,7 +5,7 @@ when it ran (exit 0, not blocked, not timed out), and for what it shows, when it
 files it wrote show it: it printed something or an assert passed, outputs appeared.
 
 Pilot and full run are told apart by the cases the outputs cover after each cell
-(TraceEvent.cases_after, counted by metrics.base.count_cases), not by a file count: one
+(TraceEvent.cases_after, counted by case_count.count_cases), not by a file count: one
 answers.json with every answer is a full run, the same file with one answer a pilot.
 """
 from __future__ import annotations

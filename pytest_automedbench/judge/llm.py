@@ -1,7 +1,7 @@
 """The LLM judge (`--amb-judge=claude|claude:<id>|gpt|openai:<id>`): the same rubric, decided by a model.
 
-It talks to the model through the agent interface (`Agent.respond(conversation, tools=[])`), so
-any backend `make_agent` builds works. The model sees the rubric, facts about the workspace and
+It talks to the model through a model client (`models.make_client`; `respond(conversation, tools=[])`):
+the same clients the agents use. The model sees the rubric, facts about the workspace and
 the trace condensed to ~24k characters (head, tail, failing cells, a sample of the middle), and
 answers JSON (ANSWER_SCHEMA). Everything the agent wrote (plan.md, code, what its code printed,
 its messages) is quoted as data between markers the agent cannot forge, and the system prompt
@@ -382,31 +382,31 @@ def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str,
 
 
 def make_llm_judge(spec: str, cache_dir: Path | None, cost_fn=None) -> LLMJudge:
-    """The judge for `--amb-judge=SPEC` (an agent spec: claude, claude:<id>, gpt, openai:<id>, ...).
+    """The judge for `--amb-judge=SPEC` (a model client: claude, claude:<id>, gpt, openai:<id>, null).
 
-    Temperature 0 is asked of the backend (`temperature=0` to its constructor where it takes one).
+    Temperature 0 is asked of the client (`temperature=0` to its constructor where it takes one).
     """
-    from ..agents import make_agent
+    from ..models import make_client
 
     try:
-        agent = make_agent(spec, None, temperature=0.0)
-    except TypeError:  # a backend without a temperature option
-        agent = make_agent(spec, None)
-        if hasattr(agent, "temperature"):
-            agent.temperature = 0.0
-    return LLMJudge(agent, cache_dir, cost_fn)
+        client = make_client(spec, temperature=0.0)
+    except TypeError:  # a client without a temperature option
+        client = make_client(spec)
+        if hasattr(client, "temperature"):
+            client.temperature = 0.0
+    return LLMJudge(client, cache_dir, cost_fn)
 
 
 def judge_problem(spec: str) -> str | None:
     """Why the judge `spec` cannot run here (checked at session start, before any agent), or None.
 
-    Builds the judge's agent (an unknown backend or an empty model id fails here) and checks the
+    Builds the judge's model client (an unknown model or an empty model id fails here) and checks the
     credentials and endpoint the vendor SDK will read, without a request.
     """
-    from ..agents import make_agent
+    from ..models import make_client
 
     try:
-        agent = make_agent(spec, None)
+        agent = make_client(spec)
     except Exception as e:  # unknown backend, bad model id
         return str(e)
     vendor = getattr(agent, "vendor", None)

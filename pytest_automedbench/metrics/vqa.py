@@ -135,9 +135,9 @@ def judge_score(agent, question: dict[str, Any], answer: str, reference: str) ->
 
 
 def make_judge(spec: str):
-    from ..agents import make_agent
+    from ..models import make_client
 
-    return make_agent(spec)
+    return make_client(spec)
 
 
 def _read_json(path: Path) -> tuple[Any, str | None]:

@@ -177,7 +177,7 @@ class BridgedAgent(CommandAgent):
                                f"`automedbench agents install {self.adapter.name} --agents-dir {self.agents_dir}`")
 
     def _cost_fn(self):
-        from ..pricing import cost_usd
+        from ...models.pricing import cost_usd
 
         def cost(model: str, usage: dict) -> float | None:
             value = cost_usd(model, usage, self.prices)

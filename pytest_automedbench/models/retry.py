@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from .base import AgentError
+from ..agents.base import AgentError
 
 __all__ = ["RetryPolicy", "CallStats", "Fault", "LLMAPIError", "MalformedReply", "classify", "parse_retry_after"]
 

@@ -30,7 +30,7 @@ import os
 from typing import Any, Iterable
 from urllib.parse import urlparse
 
-from .base import AgentError, Message, ToolCall, Usage
+from ..agents.base import AgentError, Message, ToolCall, Usage
 from .chat_api import ChatAPIAgent, shared_client
 from .retry import LLMAPIError, MalformedReply, RetryPolicy
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .base import AgentError, Usage
+from ..agents.base import AgentError, Usage
 from .pricing import Price, load_prices, price_for
 from .pricing import cost_usd as _cost_usd
 from .retry import RetryPolicy

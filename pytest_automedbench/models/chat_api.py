@@ -17,7 +17,7 @@ import copy
 import threading
 from typing import Any, Callable, Iterable
 
-from .base import Agent, Message, Reply, ToolCall, Usage
+from ..agents.base import Agent, Message, Reply, ToolCall, Usage
 from .retry import CallStats, LLMAPIError, MalformedReply, RetryPolicy
 
 #: What the agent says when a reply was cut off at the output-token limit.
