@@ -132,6 +132,12 @@ class RunProgress:
                           cost=record.cost_usd, stage=stage)
         self._write()
 
+    def mirror(self, state: dict[str, Any]) -> None:
+        """Show what a run on a cluster node reports (its node's RunProgress state)."""
+        self.state.update({k: state[k] for k in ("phase", "turn", "max_turns", "stage", "tokens", "cost")
+                           if k in state})
+        self._write()
+
     def end(self) -> None:
         self.channel.remove(self.worker)
 

@@ -318,10 +318,11 @@ def _saved(error: BaseException, result: dict[str, Any], folder: Path) -> BaseEx
 
 
 def execute_on_node(task_path: str | Path, tier: str, repeat: int, settings: RunSettings, session: str,
-                    node: dict[str, Any]) -> dict[str, Any]:
+                    node: dict[str, Any], progress_file: str | None = None) -> dict[str, Any]:
     """The node entry point of an executor (executors/): `execute` unchanged, for the controller
     session `session`, which holds the runs-dir lease (this process takes none). `node` (node id,
-    host, executor, GPUs) goes into result.json's provenance; errors are execute()'s own."""
+    host, executor, GPUs) goes into result.json's provenance; errors are execute()'s own. The run's
+    progress (progress.RunProgress's state) is written to `progress_file` for the controller's display."""
     from .data import ensure_prepared
     from .tasks import load_task_file
 
@@ -330,8 +331,18 @@ def execute_on_node(task_path: str | Path, tier: str, repeat: int, settings: Run
         task = load_task_file(task_path)
         data = ensure_prepared(task, settings.data_dir)
         agent = settings.make_agent(task)
+        on_step = None
+        if progress_file:
+            from .progress import ProgressChannel, RunProgress
+
+            path = Path(progress_file)
+            progress = RunProgress(ProgressChannel(path.parent), path.stem, path.stem,
+                                   max_turns=settings.max_turns or task.spec.policy.max_turns,
+                                   n_cases=task.spec.cases.count)
+            progress.phase("agent")
+            on_step = progress.step
         try:
-            result = execute(task, tier, repeat, agent, data, settings)
+            result = execute(task, tier, repeat, agent, data, settings, on_step=on_step)
         except BaseException as e:
             saved = getattr(e, "amb_saved", None)
             if saved is not None:

@@ -165,7 +165,9 @@ def wait_for(item, progress=None) -> dict[str, Any] | None:
     spec = item.config.stash.get(SPECS_KEY, {}).get(item.nodeid)
     if executor is None or spec is None:
         return None
-    return executor.wait(spec, on_phase=progress.phase if progress is not None else None)
+    if progress is None:
+        return executor.wait(spec)
+    return executor.wait(spec, on_phase=progress.phase, on_progress=progress.mirror)
 
 
 def finish(config, interrupted: bool) -> None:

@@ -115,8 +115,10 @@ class Executor(Protocol):
     def submit(self, specs: list[RunSpec]) -> None:
         """Start the runs (or re-attach to ones already in flight under --amb-resume)."""
 
-    def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
-        """Block until the run ends; its folder is then in the runs dir and its result.json content is
+    def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None,
+             on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
+        """Block until the run ends (`on_phase`: where it is, `on_progress`: the node's progress state
+        for the live display); its folder is then in the runs dir and its result.json content is
         returned. Raises ExecutorError (InfraError for a lost node) with `amb_saved` when an errored run
         was saved, or the runner's own error class for the runner's own faults."""
 

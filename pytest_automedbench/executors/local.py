@@ -46,7 +46,7 @@ class LocalExecutor:
     def submit(self, specs: list[RunSpec]) -> None:
         pass  # a local run starts when its test does
 
-    def wait(self, spec: RunSpec, on_phase=None, on_step=None) -> dict[str, Any]:
+    def wait(self, spec: RunSpec, on_phase=None, on_progress=None, on_step=None) -> dict[str, Any]:
         from ..tasks import load_task_file
 
         return run_in_process(load_task_file(spec.task_path), spec.tier, spec.repeat, self.settings,

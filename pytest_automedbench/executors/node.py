@@ -50,7 +50,8 @@ def run(spec_file: Path, outcome_file: Path) -> int:
                              data_dir=Path(job.get("data_dir") or spec.settings.data_dir))
     outcome: dict
     try:
-        result = execute_on_node(spec.task_path, spec.tier, spec.repeat, settings, job["session"], job["node"])
+        result = execute_on_node(spec.task_path, spec.tier, spec.repeat, settings, job["session"], job["node"],
+                                 job.get("progress"))
         outcome = {"result": result}
     except (DataNotPrepared, AgentUnavailable) as e:
         outcome = {"error": str(e), "kind": "skip", "saved": None}

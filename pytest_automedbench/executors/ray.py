@@ -7,12 +7,17 @@
   the prepared data it holds); a run no node can take is refused at session start, never left pending.
   A node whose data differs from the controller's canonical version (or whose sandbox isolates less)
   is refused for that task; when only some nodes qualify, the run is pinned to one by node affinity.
-- A run: actor `<run-id>@<config-hash>[#attempt]` holding the run's CPUs, GPUs (Ray's per-node GPU
-  ids reach the sandbox), memory and `accelerator_type:<KIND>`; max_restarts=0 and no task retries
-  (Ray never reruns a 24 h run from zero). It starts `executors.node` (the runner unchanged) and is
-  killed once its result is collected. Detached: a controller that dies leaves it running, and
-  `--amb-resume` re-attaches by name. At start the janitor ends every actor of the namespace this
-  session does not re-attach to (the runs-dir lease means their controller is gone).
+- Slots: a run executes on a slot, a detached actor holding one run's CPUs, GPUs (Ray's per-node GPU
+  ids reach the sandbox), memory and `accelerator_type:<KIND>`, which runs one run after another (a
+  warm worker: the next run of the same shape starts at once, not after a fresh Ray worker's start).
+  Runs wait in the controller's queue; the pool holds at most as many slots of a shape as the cluster
+  can place, and a slot whose shape has no runs left is ended. max_restarts=0 and no task retries
+  (Ray never reruns a 24 h run from zero). A slot starts `executors.node` (the runner unchanged) per
+  run. Detached: a controller that dies leaves its runs going, and `--amb-resume` re-attaches by asking
+  each slot of the namespace which run it holds. At start the janitor ends every slot of the namespace
+  this session does not re-attach to (the runs-dir lease means their controller is gone). After a run,
+  and when a run is killed, its Docker containers go with it (found by their owner label).
+- Progress: the node process writes its progress state; the waiting test shows it (live display).
 - Node loss (the actor or its node died) is an InfraError: resubmitted up to --amb-infra-retries
   times, then saved as an errored run (failure_mode infra_error) and reported as an ERROR.
 - Results: with a shared runs dir (default) the node writes through staging and an atomic rename;
@@ -26,7 +31,9 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,7 +41,7 @@ import pytest
 
 from .. import safefs
 from ..runfiles import RunFolder, session_id, settle
-from .base import ExecutorError, InfraError, NodeFacts, RunSpec, namespace_for
+from .base import ExecutorError, InfraError, NodeFacts, Placement, RunSpec, namespace_for
 from .saving import save_errored
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject's `ray` extra (docs/scale-out.md)
@@ -53,9 +60,8 @@ def gpu_kind_resource(kind: str) -> str:
     return f"accelerator_type:{kind.upper()}"
 
 
-def needs(spec: RunSpec) -> dict[str, float]:
-    """The node resources (totals) a run needs."""
-    p = spec.placement
+def needs(p: Placement) -> dict[str, float]:
+    """The node resources (totals) a run with this placement needs."""
     out = {"CPU": p.cpus}
     if p.gpus:
         out["GPU"] = float(p.gpus)
@@ -68,7 +74,7 @@ def needs(spec: RunSpec) -> dict[str, float]:
 
 def node_refusal(spec: RunSpec, node: NodeFacts, isolation: str) -> str | None:
     """Why `node` cannot take the run, or None."""
-    for name, amount in needs(spec).items():
+    for name, amount in needs(spec.placement).items():
         have = node.resources.get(name, 0.0)
         if have < amount:
             what = {"memory": f"{have / (1 << 30):.1f} GB memory"}.get(name, f"{have:g} {name}")
@@ -109,11 +115,17 @@ class RayExecutor:
         self.actor_class = ray.remote(RunActor)
         self.nodes: list[NodeFacts] = []
         self.pinned: dict[str, list[str]] = {}  # run id -> the node ids that may take it (when not all)
-        self.actors: dict[str, Any] = {}  # run id -> actor handle (until its result is collected)
-        self.started: dict[str, Any] = {}  # run id -> ObjectRef of start()
         self.specs: dict[str, RunSpec] = {}
+        self.runs: dict[str, _Run] = {}  # run id -> its state, until its test collects it
+        self.queue: list[RunSpec] = []  # runs waiting for a slot, in submit order
+        self.idle: dict[tuple, list[Any]] = {}  # shape -> slots free for its next run
+        self.live: dict[tuple, int] = {}  # shape -> slots made (busy, idle or being placed)
+        self.attached: set = set()  # slots of an earlier controller this one re-attached to
         self.timings: dict[str, dict[str, float]] = {}  # run id -> submitted, started, finished, collected
         self._placed = 0
+        self._slots_made = 0
+        self._next_check = 0.0
+        self._lock = threading.RLock()  # one pump at a time (a caller may wait from several threads)
 
     # -- placement -------------------------------------------------------------------------------
     def _probe(self, specs: list[RunSpec]) -> list[NodeFacts]:
@@ -166,111 +178,218 @@ class RayExecutor:
         self._placed += 1
         return NodeAffinitySchedulingStrategy(ok[self._placed % len(ok)], soft=False)
 
-    # -- submitting ------------------------------------------------------------------------------
-    def submit(self, specs: list[RunSpec]) -> None:
-        for spec in specs:
-            self.specs[spec.run_id] = spec
-            if self.settings.resume:
-                self._reattach(spec)
-        self._janitor()
-        for spec in specs:
-            if spec.run_id not in self.actors:
-                self._launch(spec)
+    # -- slots -----------------------------------------------------------------------------------
+    # A slot is a detached actor holding one run's resources; it runs one run after another (a warm
+    # worker: the next run starts in a fraction of a second, not the seconds a fresh Ray worker takes).
+    # Runs wait in the controller's queue for a slot of their shape; the pool holds at most as many
+    # slots of a shape as the cluster can place, and a slot whose shape has no more runs is ended (its
+    # resources go to the other shapes).
+    def _key(self, spec: RunSpec) -> tuple:
+        p = spec.placement
+        return (p.cpus, p.gpus, p.gpu_kind, p.memory_gb, tuple(self.pinned.get(spec.run_id) or ()))
 
-    @staticmethod
-    def _name(spec: RunSpec) -> str:
-        return spec.actor_name + (f"#{spec.attempt}" if spec.attempt else "")
-
-    def _reattach(self, spec: RunSpec) -> None:
-        for attempt in range(self.infra_retries, -1, -1):  # the latest attempt in flight
-            spec.attempt = attempt
-            try:
-                actor = self.ray.get_actor(self._name(spec), namespace=self.namespace)
-            except ValueError:
+    def _capacity(self, spec: RunSpec, alive: list[NodeFacts]) -> int:
+        """How many slots of the run's shape the cluster's alive nodes hold at most."""
+        need, pinned = needs(spec.placement), self.pinned.get(spec.run_id)
+        total = 0
+        for n in alive:
+            if pinned and n.node_id not in pinned:
                 continue
-            self.actors[spec.run_id] = actor
-            self.started[spec.run_id] = actor.start.remote(self._job(spec))  # returns its node; starts nothing new
-            return
-        spec.attempt = 0
+            fits = [int(n.resources.get(r, 0.0) // amount) for r, amount in need.items() if amount >= 0.01]
+            total += min(fits) if fits else 0
+        return total
 
-    def _janitor(self) -> None:
-        """End the namespace's actors nobody re-attached to: runs of a controller that is gone."""
-        from ray.util import list_named_actors
-
-        attached = {self._name(self.specs[rid]) for rid in self.actors}
-        for entry in list_named_actors(all_namespaces=True):
-            if entry.get("namespace") != self.namespace or entry["name"] in attached:
-                continue
-            try:
-                self._end(self.ray.get_actor(entry["name"], namespace=self.namespace), soft=True)
-            except ValueError:
-                pass
-
-    def _job(self, spec: RunSpec) -> dict[str, Any]:
-        return {"spec": spec, "session": self.session,
-                "runs_dir": str(Path(self.settings.runs_dir).resolve()) if self.shared else None}
-
-    def _launch(self, spec: RunSpec) -> None:
+    def _new_slot(self, key: tuple, spec: RunSpec):
         p = spec.placement
         custom = {gpu_kind_resource(p.gpu_kind): 0.001} if p.gpu_kind else {}
+        self._slots_made += 1
         actor = self.actor_class.options(
-            name=self._name(spec), namespace=self.namespace, lifetime="detached", max_restarts=0,
-            max_task_retries=0, max_concurrency=4, num_cpus=p.cpus, num_gpus=p.gpus, resources=custom,
-            memory=int(p.memory_gb * (1 << 30)) if p.memory_gb else None, scheduling_strategy=self._strategy(spec),
-        ).remote()
-        self.actors[spec.run_id] = actor
-        self.started[spec.run_id] = actor.start.remote(self._job(spec))
-        self.timings[spec.run_id] = {"submitted": time.time()}
+            name=f"slot:{self.session}:{self._slots_made}", namespace=self.namespace, lifetime="detached",
+            max_restarts=0, max_task_retries=0, max_concurrency=8, num_cpus=p.cpus, num_gpus=p.gpus,
+            resources=custom, memory=int(p.memory_gb * (1 << 30)) if p.memory_gb else None,
+            scheduling_strategy=self._strategy(spec)).remote()
+        self.live[key] = self.live.get(key, 0) + 1
+        return actor
+
+    def _assign(self, spec: RunSpec, actor) -> None:
+        run = self.runs[spec.run_id]
+        run.actor, run.node, run.done_ref = actor, None, None
+        run.started_ref = actor.start.remote(self._job(spec))
+        self.timings.setdefault(spec.run_id, {})["submitted"] = time.time()
+
+    def _dispatch(self) -> None:
+        alive = self._alive_nodes() if self.queue else []
+        for spec in list(self.queue):
+            key = self._key(spec)
+            idle = self.idle.get(key)
+            if idle:
+                actor = idle.pop()
+            elif self.live.get(key, 0) < max(1, self._capacity(spec, alive)):
+                actor = self._new_slot(key, spec)
+            else:
+                continue
+            self.queue.remove(spec)
+            self._assign(spec, actor)
+        waiting = {self._key(s) for s in self.queue}
+        for key in [k for k in self.idle if k not in waiting]:
+            for actor in self.idle.pop(key):
+                self._kill(actor, key)
+
+    def _kill(self, actor, key: tuple | None) -> None:
+        try:
+            self.ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+        if key is not None:
+            self.live[key] = max(0, self.live.get(key, 0) - 1)
+
+    # -- submitting ------------------------------------------------------------------------------
+    def submit(self, specs: list[RunSpec]) -> None:
+        in_flight = self._slots_in_flight() if self.settings.resume else {}
+        for spec in specs:
+            self.specs[spec.run_id] = spec
+            self.runs[spec.run_id] = _Run(spec)
+            found = in_flight.get(spec.actor_name)
+            if found is not None:  # --amb-resume: the run is still going on its slot
+                actor, attempt = found
+                spec.attempt = attempt
+                self.live[self._key(spec)] = self.live.get(self._key(spec), 0) + 1
+                self.attached.add(actor)
+                self._assign(spec, actor)  # start() answers its node and starts nothing new
+        self._janitor()
+        self.queue = [s for s in specs if self.runs[s.run_id].actor is None]
+        self._dispatch()
+
+    def _slots_in_flight(self) -> dict[str, tuple[Any, int]]:
+        """run name -> (slot, attempt) for the namespace's slots still holding a run."""
+        from ray.util import list_named_actors
+
+        out = {}
+        for entry in list_named_actors(all_namespaces=True):
+            if entry.get("namespace") != self.namespace:
+                continue
+            try:
+                actor = self.ray.get_actor(entry["name"], namespace=self.namespace)
+                current = self.ray.get(actor.current.remote(), timeout=60)
+            except Exception:  # noqa: BLE001 - a slot that cannot answer is ended by the janitor
+                continue
+            if current:
+                out[current["name"]] = (actor, current["attempt"])
+        return out
+
+    def _janitor(self) -> None:
+        """End the namespace's slots nobody re-attached to: runs of a controller that is gone."""
+        from ray.util import list_named_actors
+
+        attached = {a._actor_id for a in self.attached}
+        for entry in list_named_actors(all_namespaces=True):
+            if entry.get("namespace") != self.namespace:
+                continue
+            try:
+                actor = self.ray.get_actor(entry["name"], namespace=self.namespace)
+            except ValueError:
+                continue
+            if actor._actor_id not in attached:
+                self._end(actor, soft=True)
+
+    def _job(self, spec: RunSpec) -> dict[str, Any]:
+        return {"spec": spec, "session": self.session, "name": spec.actor_name,
+                "runs_dir": str(Path(self.settings.runs_dir).resolve()) if self.shared else None}
 
     # -- waiting ---------------------------------------------------------------------------------
-    def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+    def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None,
+             on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
+        run = self.runs[spec.run_id]
+        told: tuple = ()
+        next_progress = 0.0
         while True:
-            try:
-                state = self._wait_once(spec, on_phase)
-                break
-            except InfraError as e:
-                lost = e
-            self._forget(spec.run_id)
-            if spec.attempt >= self.infra_retries:
-                raise save_errored(self.settings, spec, "infra_error", str(lost), InfraError(str(lost)),
-                                   node=getattr(lost, "node", None))
-            spec.attempt += 1
-            if on_phase:
-                on_phase(f"infra retry {spec.attempt}")
-            self._launch(spec)
-        self._forget(spec.run_id)
-        return self._collect(spec, state)
-
-    def _wait_once(self, spec: RunSpec, on_phase) -> dict[str, Any]:
-        ray = self.ray
-        from ray.exceptions import GetTimeoutError, RayError
-
-        actor, started = self.actors[spec.run_id], self.started[spec.run_id]
-        node = None
-        try:
-            while True:  # queued: ready when the actor is placed and the run's process started
-                ready, _ = ray.wait([started], timeout=POLL_S)
-                if ready:
-                    node = ray.get(started)
-                    break
-                if not any(node_refusal(spec, n, "none") is None for n in self._alive_nodes()):
-                    self.nodes = self._probe(list(self.specs.values()))  # nodes that joined since the start
-                    if not any(node_refusal(spec, n, "none") is None for n in self._alive_nodes()):
-                        raise InfraError(f"{spec.name}: no alive node of the Ray cluster can take the run any more")
-            if on_phase:
-                on_phase(f"on {node['host']} ({node['node_id'][:8]})")
-            while True:
+            if run.error is not None:
+                self.runs.pop(spec.run_id, None)
+                raise run.error
+            if run.state is not None:
+                self.runs.pop(spec.run_id, None)
+                return self._collect(spec, run.state)
+            if on_phase and run.node is not None and told != (spec.attempt, run.node["node_id"]):
+                if spec.attempt and (not told or told[0] != spec.attempt):
+                    on_phase(f"infra retry {spec.attempt}")
+                told = (spec.attempt, run.node["node_id"])
+                on_phase(f"on {run.node['host']} ({run.node['node_id'][:8]})")
+            if on_progress and run.node is not None and time.monotonic() >= next_progress:
+                next_progress = time.monotonic() + POLL_S
                 try:
-                    state = ray.get(actor.poll.remote(POLL_S, self.archive_cap), timeout=POLL_S + 60)
-                except GetTimeoutError:
+                    state = self.ray.get(run.actor.progress.remote(), timeout=30)
+                    if state:
+                        on_progress(state)
+                except Exception:  # noqa: BLE001 - progress is a courtesy; loss is found by the pump
+                    pass
+            self._pump(POLL_S)
+
+    def _pump(self, timeout: float) -> None:
+        """Move every run along: slots that started, runs that ended (their slot taken by the next run
+        of its shape), runs lost with their worker or node (retried on purpose), then the queue."""
+        with self._lock:
+            ray = self.ray
+            from ray.exceptions import RayError
+
+            refs = {}
+            for run in self.runs.values():
+                if run.actor is None or run.state is not None or run.error is not None:
                     continue
-                if state["state"] == "done":
-                    return state
-        except RayError as e:
-            err = InfraError(f"{spec.name}: lost its Ray worker or node"
-                             f"{' ' + node['host'] if node else ''} ({type(e).__name__}): {str(e).splitlines()[0][:300]}")
-            err.node = node
-            raise err from None
+                refs[run.started_ref if run.node is None else run.done_ref] = run
+            if refs:
+                ray.wait(list(refs), num_returns=1, timeout=timeout)
+                ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+            else:
+                ready = []
+                time.sleep(min(timeout, 0.2))
+            for ref in ready:
+                run = refs[ref]
+                try:
+                    value = ray.get(ref)
+                    if run.node is None:
+                        run.node, run.done_ref = value, run.actor.finished.remote()
+                        continue
+                    run.state = ray.get(run.actor.poll.remote(0.0, self.archive_cap), timeout=120)
+                    self.timings.setdefault(run.spec.run_id, {}).update(
+                        started=run.state["node"].get("started_at", 0.0), finished=run.state["finished_at"],
+                        collected=time.time(), node=run.state["node"]["node_id"])
+                    ray.get(run.actor.cleanup.remote(), timeout=60)  # ready for the next run
+                    self.idle.setdefault(self._key(run.spec), []).append(run.actor)
+                except RayError as e:
+                    where = f" {run.node['host']}" if run.node else ""
+                    self._lost(run, f"lost its Ray worker or node{where} ({type(e).__name__}): "
+                                    f"{str(e).splitlines()[0][:300]}")
+            self._check_placeable()
+            self._dispatch()
+
+    def _check_placeable(self) -> None:
+        """Runs not started yet that no alive node can take any more (their nodes left) are lost."""
+        if time.monotonic() < self._next_check:
+            return
+        self._next_check = time.monotonic() + POLL_S
+        waiting = [r for r in self.runs.values() if r.node is None and r.state is None and r.error is None]
+        if not waiting or all(any(node_refusal(r.spec, n, "none") is None for n in self._alive_nodes())
+                              for r in waiting):
+            return
+        self.nodes = self._probe(list(self.specs.values()))  # nodes that joined since the start
+        for run in waiting:
+            if not any(node_refusal(run.spec, n, "none") is None for n in self._alive_nodes()):
+                self._lost(run, "no alive node of the Ray cluster can take the run any more")
+
+    def _lost(self, run: "_Run", why: str) -> None:
+        spec = run.spec
+        if run.actor is not None:
+            self._end(run.actor, soft=False)
+            self.live[self._key(spec)] = max(0, self.live.get(self._key(spec), 0) - 1)
+        if spec in self.queue:
+            self.queue.remove(spec)
+        node, message = run.node, f"{spec.name}: {why}"
+        run.actor = run.started_ref = run.done_ref = run.node = None
+        if spec.attempt >= self.infra_retries:
+            run.error = save_errored(self.settings, spec, "infra_error", message, InfraError(message), node=node)
+            return
+        spec.attempt += 1
+        self.queue.insert(0, spec)
 
     def _alive_nodes(self) -> list[NodeFacts]:
         alive = {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}
@@ -278,9 +397,6 @@ class RayExecutor:
 
     def _collect(self, spec: RunSpec, state: dict[str, Any]) -> dict[str, Any]:
         outcome = state["outcome"]
-        self.timings.setdefault(spec.run_id, {}).update(started=state["node"].get("started_at", 0.0),
-                                                         finished=state["finished_at"], collected=time.time(),
-                                                         node=state["node"]["node_id"])
         placed = None
         if state.get("archive") is not None:
             placed = self._unpack(spec, state["archive"], outcome.get("result") or outcome.get("saved"))
@@ -308,7 +424,7 @@ class RayExecutor:
 
     # -- ending ----------------------------------------------------------------------------------
     def _end(self, actor, soft: bool) -> None:
-        """Interrupt the run (it saves itself as interrupted), then kill it and its actor."""
+        """Interrupt the slot's run (it saves itself as interrupted), then kill it and the slot."""
         ray = self.ray
         try:
             if soft and ray.get(actor.signal.remote("SIGINT"), timeout=30):
@@ -319,46 +435,50 @@ class RayExecutor:
             ray.get(actor.cleanup.remote(), timeout=30)
         except Exception:  # noqa: BLE001 - a dead actor has nothing left to stop
             pass
-        try:
-            ray.kill(actor, no_restart=True)
-        except Exception:  # noqa: BLE001
-            pass
-
-    def _forget(self, rid: str) -> None:
-        actor = self.actors.pop(rid, None)
-        self.started.pop(rid, None)
-        if actor is not None:
-            try:
-                self.ray.get(actor.cleanup.remote(), timeout=30)
-            except Exception:  # noqa: BLE001 - the actor or its node is gone already
-                pass
-            try:
-                self.ray.kill(actor, no_restart=True)
-            except Exception:  # noqa: BLE001
-                pass
+        self._kill(actor, None)
 
     def shutdown(self, interrupted: bool) -> None:
-        """Runs still in flight: SIGINT to each (all at once), the grace period, then SIGKILL and kill."""
+        """Runs still in flight: SIGINT to each (all at once), the grace period, then SIGKILL; every
+        slot (busy, idle or not yet placed) is ended."""
         ray = self.ray
-        pending = list(self.actors.items())
+        busy = [r.actor for r in self.runs.values() if r.actor is not None and r.state is None and r.error is None]
         try:
-            for _, actor in pending:
+            for actor in busy:
                 try:
                     actor.signal.remote("SIGINT")
                 except Exception:  # noqa: BLE001
                     pass
             deadline = time.monotonic() + self.grace_s
-            for rid, actor in pending:
+            for actor in busy:
                 while time.monotonic() < deadline:
                     try:
                         if ray.get(actor.poll.remote(1.0, self.archive_cap), timeout=60)["state"] == "done":
                             break
                     except Exception:  # noqa: BLE001 - its node is gone: nothing left to wait for
                         break
-            for rid, _ in pending:
-                self._forget(rid)
+            for actor in [*busy, *(a for slots in self.idle.values() for a in slots)]:
+                try:
+                    ray.get(actor.cleanup.remote(), timeout=30)
+                except Exception:  # noqa: BLE001 - the actor or its node is gone already
+                    pass
+                self._kill(actor, None)
         finally:
+            self.idle.clear()
             ray.shutdown()
+
+
+@dataclass(eq=False)
+class _Run:
+    """A run as the controller tracks it: queued (no actor), starting (started_ref), running (node,
+    done_ref), then ended with its state or failed with the error its test raises."""
+
+    spec: RunSpec
+    actor: Any = None
+    started_ref: Any = None
+    done_ref: Any = None
+    node: dict | None = None
+    state: dict | None = None
+    error: BaseException | None = None
 
 
 def _without_data(spec: RunSpec) -> RunSpec:

@@ -25,6 +25,7 @@ from .base import manifest_hash
 
 PACKAGE_PARENT = str(Path(pytest_automedbench.__file__).resolve().parent.parent)
 ARCHIVE_NOTE = "ARCHIVE-NOTE.txt"
+PROGRESS = "progress.json"  # ProgressChannel(scratch) writing worker "progress"  # the run's progress state, written by the node process
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -63,11 +64,13 @@ def archive(folder: Path, cap_bytes: int) -> tuple[bytes, int]:
 
 
 class RunActor:
-    """One run: starts `executors.node` as its own process group and answers polls; detached, so the
-    run outlives its controller and a resumed session re-attaches by name."""
+    """A slot: runs one run at a time, each `executors.node` in its own process group, and answers
+    polls; `cleanup` makes it ready for the next run (a warm worker). Detached, so a run outlives its
+    controller, and a resumed session finds it again by asking each slot what it holds (`current`)."""
 
     def __init__(self):
         self.proc: subprocess.Popen | None = None
+        self.job_name: str | None = None
         self.node: dict[str, Any] | None = None
         self.scratch: Path | None = None
         self.outcome_file: Path | None = None
@@ -75,9 +78,18 @@ class RunActor:
         self.shared = True
         self.left_on_node = 0  # files past the archive cap: the scratch folder stays
 
+    def current(self) -> dict[str, Any] | None:
+        """The run this slot holds (running, or ended and not collected yet), or None when idle."""
+        if self.proc is None:
+            return None
+        return {"name": self.job_name, "attempt": self.node["attempt"]}
+
     def start(self, job: dict[str, Any]) -> dict[str, Any]:
-        if self.proc is not None:  # already started (a re-attaching controller asks again)
-            return self.node
+        if self.proc is not None:
+            if job["name"] == self.job_name:  # a re-attaching controller asks again: nothing new starts
+                return self.node
+            raise RuntimeError(f"slot busy with {self.job_name}, asked to start {job['name']}")
+        self.job_name = job["name"]
         ctx = ray.get_runtime_context()
         gpus = [str(g) for g in ray.get_gpu_ids()]
         self.scratch = Path(tempfile.mkdtemp(prefix="amb-run-"))
@@ -86,7 +98,8 @@ class RunActor:
         self.node = {"executor": "ray", "node_id": ctx.get_node_id(), "host": socket.gethostname(),
                      "gpus": gpus, "attempt": job["spec"].attempt}
         spec_file, self.outcome_file = self.scratch / "spec.pickle", self.scratch / "outcome.json"
-        spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=self.node, runs_dir=str(self.runs_dir))))
+        spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=self.node, runs_dir=str(self.runs_dir),
+                                                progress=str(self.scratch / PROGRESS))))
         env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()),
                    PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
         self.node["started_at"] = time.time()  # the run's process starts now (the overhead benchmark)
@@ -96,6 +109,19 @@ class RunActor:
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.node["pid"] = self.proc.pid
         return self.node
+
+    def finished(self) -> bool:
+        """Returns once the run's process has ended (the controller waits on many of these at once)."""
+        if self.proc is not None:
+            self.proc.wait()
+        return True
+
+    def progress(self) -> dict[str, Any] | None:
+        """The run's latest progress state as its node wrote it (progress.RunProgress), or None."""
+        try:
+            return json.loads((self.scratch / PROGRESS).read_text())
+        except (OSError, ValueError, TypeError):
+            return None
 
     def poll(self, timeout_s: float, archive_cap: int) -> dict[str, Any]:
         """{"state": "running"} or, once the run's process ended, {"state": "done", "outcome", "archive"}."""
@@ -132,6 +158,28 @@ class RunActor:
         return True
 
     def cleanup(self) -> None:
+        """End what is left of the run (its process group, its Docker containers) and forget it."""
         self.signal("SIGKILL")
+        if self.proc is not None:
+            self.proc.wait()
+            remove_containers_of(self.proc.pid)
         if self.scratch is not None and not self.left_on_node and not os.environ.get("AMB_KEEP_NODE_SCRATCH"):
             safefs.remove_tree(self.scratch)
+        self.proc = self.job_name = self.node = self.scratch = self.outcome_file = None
+        self.left_on_node = 0
+
+
+def remove_containers_of(pid: int) -> None:
+    """Remove the Docker sandbox containers the run's process made (labelled with its host and pid):
+    a killed run's containers are not in its process group and would outlive it."""
+    if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
+        return
+    try:
+        from ..sandbox.docker import LABEL, docker_client
+
+        client = docker_client()
+        owner = f"{socket.gethostname()}:{pid}"
+        for c in client.containers.list(all=True, filters={"label": [LABEL, f"amb.owner={owner}"]}):
+            c.remove(force=True)
+    except Exception:  # noqa: BLE001 - no engine, no SDK: nothing of ours can be there
+        pass

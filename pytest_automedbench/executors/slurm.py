@@ -120,7 +120,8 @@ class SlurmExecutor:
         self._register(spec, str(handle.job_id))
 
     # -- waiting ---------------------------------------------------------------------------------
-    def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+    def wait(self, spec: RunSpec, on_phase: Callable[[str], None] | None = None,
+             on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
         while True:
             try:
                 outcome = self._wait_once(spec, on_phase)
