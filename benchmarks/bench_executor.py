@@ -91,13 +91,14 @@ def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
         cluster.shutdown()
     durations = [x["finished"] - x["started"] for x in t]
     ideal = sum(durations) / n_nodes
-    # start latency: from the moment a run could start (submitted, and its node free of the previous
-    # run) to its process starting; the first run on each node pays the cold worker and code shipping
+    # start latency: from the moment a run could start (queued, and its node free: the previous run's
+    # process ended) to its process starting, so the controller's noticing, collecting and handing the
+    # slot on are counted; the first run on each node pays the cold worker and code shipping
     cold, warm = [], []
     for node in {x["node"] for x in t}:
         on_node = sorted((x for x in t if x["node"] == node), key=lambda x: x["started"])
-        cold.append(on_node[0]["started"] - on_node[0]["submitted"])
-        warm += [b["started"] - max(b["submitted"], a["finished"]) for a, b in zip(on_node, on_node[1:])]
+        cold.append(on_node[0]["started"] - on_node[0]["queued"])
+        warm += [b["started"] - max(b["queued"], a["finished"]) for a, b in zip(on_node, on_node[1:])]
     return {"nodes": n_nodes, "runs": runs, "measured_s": measured, "ideal_s": ideal, "efficiency": ideal / measured,
             "run_s": statistics.median(durations),
             "submit_to_start_s": statistics.median(warm) if warm else float("nan"),

@@ -272,8 +272,6 @@ def _privilege(rt, r, cells, out):
         return  # the guard refused the cell before it ran: blocked, which is also contained
     assert "DENIED " in out or "ALLOWED " in out, out[-2000:]  # the attempts ran
     allowed = [line for line in out.splitlines() if line.startswith("ALLOWED")]
-    if rt["backend"] == "docker":  # Docker's own default seccomp profile: engines before 25.0 allow io_uring
-        allowed = [line for line in allowed if not line.startswith("ALLOWED io_uring")]
     assert not allowed, f"privileged operations succeeded on {rt['backend']}: {allowed}"
 
 

@@ -174,3 +174,33 @@ def test_sanitise_makes_unlistable_folders_listable_and_drops_specials(tmp_path)
     assert removed == ["a/b/fifo"]
     assert os.path.islink(tmp_path / "a" / "link")
     assert (tmp_path / "a" / "b").stat().st_mode & 0o700 == 0o700
+
+
+def test_docker_cells_get_the_same_syscall_filter(folders, docker_host):
+    """Docker's default profile lets io_uring and name_to_handle_at through (engines before 25): the
+    container runs with the filter's own rules instead, so every denied call answers EPERM before
+    the kernel sees its (bad) arguments, as in a local cell."""
+    from pytest_automedbench.sandbox.docker import DockerSandbox
+
+    numbers = syscall_numbers()
+    with DockerSandbox(config(folders, extra={"docker_image": docker_host["image"]})) as sb:
+        r = sb.exec(PROBE.replace("NUMBERS", repr(json.dumps(numbers))))
+    assert r.exit_code == 0, r.stderr
+    facts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert facts["Seccomp"] == "2" and facts["CapEff"] == "0000000000000000", facts
+    denied = {k: v for k, v in facts["errno"].items() if k != "clone3"}
+    assert {"io_uring_setup", "name_to_handle_at", "open_by_handle_at", "mknod chr"} <= set(denied), denied
+    assert all(v == "EPERM" for v in denied.values()), denied
+    assert facts["errno"]["clone3"] == "ENOSYS"
+
+
+def test_the_docker_profile_is_the_filter(folders):
+    profile = json.loads(seccomp.docker_profile())
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    assert set(seccomp.DENIED) <= set(profile["syscalls"][0]["names"])
+    if X86_64:
+        assert profile["architectures"] == ["SCMP_ARCH_X86_64"]  # the int 0x80 entry is not allowed
+    from pytest_automedbench.sandbox.docker import DockerSandbox
+
+    opts = DockerSandbox(config(folders)).container_kwargs()["security_opt"]
+    assert "no-new-privileges" in opts and f"seccomp={seccomp.docker_profile()}" in opts

@@ -249,6 +249,7 @@ class RayExecutor:
         for spec in specs:
             self.specs[spec.run_id] = spec
             self.runs[spec.run_id] = _Run(spec)
+            self.timings[spec.run_id] = {"queued": time.time()}
             found = in_flight.get(spec.actor_name)
             if found is not None:  # --amb-resume: the run is still going on its slot
                 actor, attempt = found

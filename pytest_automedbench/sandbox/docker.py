@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import seccomp
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import TailBuffer, Watchdog, allocate_reserve, release_reserve, reserve_mb, result_of
 from .celluser import cell_user, own_workspace, sanitise
@@ -146,7 +147,7 @@ class DockerSandbox(Sandbox):
         kw = dict(
             image=self.image, command=["sleep", "infinity"], detach=True, working_dir=AGENT_WORKSPACE,
             labels={LABEL: "1", "amb.owner": owner_tag(), "amb.workspace": str(cfg.workspace_dir)},
-            user=f"{self.user.uid}:{self.user.gid}", read_only=True, tmpfs=tmpfs, security_opt=["no-new-privileges"],
+            user=f"{self.user.uid}:{self.user.gid}", read_only=True, tmpfs=tmpfs, security_opt=["no-new-privileges", f"seccomp={seccomp.docker_profile()}"],
             cap_drop=["ALL"], pids_limit=cfg.max_processes or 256, ulimits=ulimits, volumes=volumes,
             network_mode="none" if not cfg.network else "bridge", hostname="amb-sandbox",
             environment={} if cfg.gpus else {"NVIDIA_VISIBLE_DEVICES": "void"},

@@ -14,13 +14,18 @@ least-audited corners; those return EPERM (a clear error in the agent's code, no
 ptrace stays allowed: the pid namespace confines it to the cell's own processes. So do the
 syscalls CUDA and NVML use (ioctl, mmap, the nvidia device nodes): nothing above is among them.
 
+Docker cells get the same rules as a Docker seccomp profile (`docker_profile()`, in place of
+the engine's default, which lets io_uring through before Docker 25).
+
 The binding is libseccomp's own (`seccomp`, Debian's python3-seccomp) or `pyseccomp` (the same API
 over ctypes; what `pip install pytest-automedbench` brings); either needs libseccomp2.
 """
 from __future__ import annotations
 
 import errno
+import json
 import os
+import platform
 import stat
 from functools import lru_cache
 
@@ -119,3 +124,32 @@ def unavailable() -> str | None:
     except SeccompUnavailable as e:
         return str(e)
     return None
+
+
+# Docker's names for this machine's native architecture; other entries (x86's int 0x80) are killed.
+_DOCKER_ARCH = {"x86_64": "SCMP_ARCH_X86_64", "aarch64": "SCMP_ARCH_AARCH64", "ppc64le": "SCMP_ARCH_PPC64LE",
+                "s390x": "SCMP_ARCH_S390X"}
+
+
+@lru_cache(maxsize=1)
+def docker_profile() -> str:
+    """The filter's rules as a Docker seccomp profile (JSON for `security_opt=["seccomp=..."]`): the
+    same EPERM list, device mknod, namespace flags of clone and clone3's ENOSYS. Names the engine's
+    libseccomp does not know for this architecture are skipped by runc, as libseccomp skips them here."""
+    def denied(names, errno_ret=errno.EPERM, args=None) -> dict:
+        rule = {"names": list(names), "action": "SCMP_ACT_ERRNO", "errnoRet": errno_ret}
+        if args:
+            rule["args"] = args
+        return rule
+
+    syscalls = [denied(DENIED)]
+    for name, arg in MKNOD:
+        for kind in (stat.S_IFCHR, stat.S_IFBLK):
+            syscalls.append(denied([name], args=[{"index": arg, "value": 0o170000, "valueTwo": kind,
+                                                   "op": "SCMP_CMP_MASKED_EQ"}]))
+    for bit in _bits(CLONE_NEW):
+        syscalls.append(denied(["clone"], args=[{"index": 0, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}]))
+    syscalls.append(denied(["clone3"], errno.ENOSYS))
+    arch = _DOCKER_ARCH.get(platform.machine())
+    return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "architectures": [arch] if arch else [],
+                       "syscalls": syscalls})
