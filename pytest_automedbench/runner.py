@@ -141,12 +141,14 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
 
     from .judge import replay
 
-    def make(ws: Path):
-        copy = dataclasses.replace(config, workspace_dir=ws, guard=None, extra=dict(config.extra))
+    def make(ws: Path, public: Path | None = None):
+        copy = dataclasses.replace(config, workspace_dir=ws, guard=None, extra=dict(config.extra),
+                                   public_dir=public or config.public_dir)
         return PolicyGuard(settings.make_sandbox(copy), inference_only=inference_only)
 
     try:
-        return replay.replay_run(record, workspace, make, max_cells=settings.replay_cells)
+        return replay.replay_run(record, workspace, make, max_cells=settings.replay_cells,
+                                 public=config.public_dir)
     except Exception as e:  # noqa: BLE001 - a replay fault never costs a finished run
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 

@@ -101,3 +101,52 @@ def test_mutations_break_each_output_kind(tmp_path):
     assert set(json.loads((out / "answers.json").read_text()).values()) == {"zzz-not-a-label"}
     assert "zzz-not-a-label" in (out / "predictions.csv").read_text()
     assert mutate(tmp_path, "missing") and not (out / "a.nii.gz").exists()
+
+
+def test_perturbed_weights_load_as_before_with_every_float_changed(tmp_path):
+    import numpy as np
+    import torch
+
+    from pytest_automedbench.judge.replay import perturb
+
+    net = torch.nn.Conv3d(1, 3, 1)
+    torch.save(net.state_dict(), tmp_path / "w.pt")
+    perturb(tmp_path / "w.pt", tmp_path / "p.pt")
+    again = torch.nn.Conv3d(1, 3, 1)
+    again.load_state_dict(torch.load(tmp_path / "p.pt", weights_only=True))  # same keys and shapes
+    for k, v in net.state_dict().items():
+        assert not torch.equal(v, again.state_dict()[k]), k
+    np.savez(tmp_path / "w.npz", a=np.ones((2, 3), np.float32), n=np.arange(3))
+    perturb(tmp_path / "w.npz", tmp_path / "p.npz")
+    with np.load(tmp_path / "p.npz") as z:
+        assert z["a"].dtype == np.float32 and not (z["a"] == 1).any() and (z["n"] == np.arange(3)).all()
+
+
+def test_a_pickled_object_is_not_perturbed(tmp_path):
+    import torch
+
+    from pytest_automedbench.judge.replay import perturb
+
+    torch.save(torch.nn.Conv3d(1, 3, 1), tmp_path / "model.pt")  # a whole module: only a full unpickle loads it
+    with pytest.raises(ValueError, match="not a tensor file"):
+        perturb(tmp_path / "model.pt", tmp_path / "p.pt")
+
+
+def test_the_public_view_never_writes_through_to_the_public_data(tmp_path):
+    from pytest_automedbench.judge.replay import perturb, public_view
+
+    import torch
+
+    public = tmp_path / "public"
+    (public / "models").mkdir(parents=True)
+    (public / "images").mkdir()
+    (public / "images" / "a.txt").write_text("x")
+    torch.save(torch.nn.Linear(2, 2).state_dict(), public / "models" / "m.pt")
+    before = (public / "models" / "m.pt").read_bytes()
+    view = tmp_path / "view"
+    public_view(public, view)
+    target = view / "models" / "m.pt"
+    target.unlink()
+    perturb(public / "models" / "m.pt", target)
+    assert (public / "models" / "m.pt").read_bytes() == before and target.read_bytes() != before
+    assert (view / "images" / "a.txt").read_text() == "x"

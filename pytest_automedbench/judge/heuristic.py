@@ -244,6 +244,15 @@ def model_applied(cells: list[Cell], history: History | None) -> tuple[bool, str
     c = first(cells, lambda c: c.ok and c.facts.model_calls and history.cell_wrote_outputs(c.index))
     if c is None:
         return False, "no cell that wrote outputs called a model on the data"
+    for w in cells:  # the weights replay (judge/replay.py): the outputs with the weights perturbed
+        verdict = (w.event.replay or {}).get("weights") if isinstance(w.event.replay, dict) else None
+        if isinstance(verdict, dict) and verdict.get("depends") is False:
+            return False, (f"cell {w.index}'s {verdict.get('outputs')} output(s) came out byte for byte the same with "
+                           f"its weights perturbed ({', '.join(verdict.get('perturbed') or [])}): the model "
+                           "did not compute them")
+        if isinstance(verdict, dict) and verdict.get("depends"):
+            return True, (f"; applied in {c.cite(c.facts.model_calls[0])} (perturbing its weights changed "
+                          f"{verdict.get('changed')} of {verdict.get('outputs')} outputs of cell {w.index})")
     return True, f"; applied in {c.cite(c.facts.model_calls[0])} (the cell wrote outputs)"
 
 

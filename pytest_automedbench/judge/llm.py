@@ -298,6 +298,11 @@ def harness_facts(record: RunRecord, verdicts: dict[str, StageVerdict]) -> str:
     lines = [f"{stage}: {why}" for stage, v in verdicts.items() for why in v.denied]
     for e in record.code_cells():
         r = e.replay
+        weights = r.get("weights") if isinstance(r, dict) else None
+        if isinstance(weights, dict) and "depends" in weights:
+            lines.append(f"call {e.index} replayed with its weights perturbed: "
+                         + (f"{weights.get('changed')} of {weights.get('outputs')} outputs changed" if weights["depends"]
+                            else "the outputs came out the same: the model did not compute them"))
         if isinstance(r, dict) and "fails_on" in r:
             lines.append(f"call {e.index} replayed on broken copies of the outputs: "
                          + (f"fails on {', '.join(r['fails_on'])}" if r["fails_on"] else "passes on every one "

@@ -13,9 +13,12 @@ re-judges without replaying. Replays are bounded (cells, seconds, workspace size
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
+import os
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -167,27 +170,41 @@ def mutate(workspace: Path, kind: str) -> str | None:
 
 
 # -- the replay ---------------------------------------------------------------------------------------
-def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[[Path], Any],
+def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., Any],
                history: History | None = None, budget_s: float = BUDGET_S,
-               max_cells: int = MAX_CELLS) -> dict[str, Any]:
-    """Replay the run's candidate check cells; writes `replay` on their trace events. Returns a summary
-    (cells replayed, seconds) for result.json. `make_sandbox(workspace_copy)` builds a guarded sandbox."""
+               max_cells: int = MAX_CELLS, public: Path | None = None) -> dict[str, Any]:
+    """Replay the run's candidate check cells, then the cell that loaded weights and wrote outputs with
+    its weights perturbed; writes `replay` on their trace events. Returns a summary (cells replayed,
+    seconds, the weights verdict) for result.json. `make_sandbox(workspace_copy, public=None)` builds a
+    guarded sandbox (`public`: a folder to bind in place of the public data)."""
     history = history or History(record)
     started = time.monotonic()
     summary: dict[str, Any] = {"cells": 0, "seconds": 0.0}
     if not history.observable:
         summary["not_replayed"] = "no workspace snapshots"
         return summary
+    _replay_checks(record, workspace, make_sandbox, history, budget_s, max_cells, started, summary)
+    left = budget_s - (time.monotonic() - started)
+    if left >= 5:
+        weights = replay_weights(record, workspace, public, make_sandbox, history, left)
+        if weights is not None:
+            summary["weights"] = weights
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    return summary
+
+
+def _replay_checks(record: RunRecord, workspace: Path, make_sandbox, history: History, budget_s: float,
+                   max_cells: int, started: float, summary: dict[str, Any]) -> None:
     cells = read_run(record)
     chosen = candidates(record, cells, history, max_cells)
     if not chosen:
-        return summary
+        return
     size = workspace_bytes(workspace)
     if size > MAX_COPY_BYTES:
         for c in chosen:
             c.event.replay = {"not_replayed": f"the workspace is {size >> 20} MiB, over the replay copy limit"}
         summary["not_replayed"] = "workspace too large"
-        return summary
+        return
     for c in chosen:
         left = budget_s - (time.monotonic() - started)
         if left < 5:
@@ -195,8 +212,6 @@ def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[[Path]
             continue
         c.event.replay = replay_cell(c, workspace, make_sandbox, started, budget_s)
         summary["cells"] += 1
-    summary["seconds"] = round(time.monotonic() - started, 3)
-    return summary
 
 
 def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s: float) -> dict[str, Any]:
@@ -236,3 +251,182 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
         return {"not_replayed": f"{type(e).__name__}: {e}"[:300], "seconds": round(time.monotonic() - t0, 3)}
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
+
+
+# -- do the outputs depend on the weights? --------------------------------------------------------
+# The cell that wrote the outputs and loaded weights is replayed twice on copies of the final workspace:
+# as it was (it must write the same bytes again, else the comparison says nothing), then with the
+# weights it loaded perturbed (values only: the files stay loadable). Outputs that come out byte-for-byte
+# the same were not computed by that model: the weights were loaded for show.
+PERTURBABLE = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy")
+MAX_PUBLIC_LINK_BYTES = 64 << 30  # public data linked (not copied) into the perturbed view
+
+
+def weights_writer(cells: list[Cell], history: History) -> Cell | None:
+    """The last cell that ran, loaded weights and wrote outputs."""
+    found = [c for c in cells if c.ok and c.facts.weights and history.cell_wrote_outputs(c.index)]
+    return found[-1] if found else None
+
+
+def weights_files(c: Cell, roots: dict[str, Path]) -> dict[str, Path]:
+    """`/workspace/...` or `/data/public/...` path inside the sandbox -> its host file, for the weights
+    files the cell names (by file name, wherever they are under the workspace or the public data)."""
+    names = {Path(f).name for _, files in c.facts.weights for f in files}
+    out: dict[str, Path] = {}
+    for inside, root in roots.items():
+        for e in safefs.walk(root, max_entries=200_000):
+            if e.is_file and e.name in names and e.name.lower().endswith(PERTURBABLE):
+                out[f"{inside}/{e.rel}"] = Path(e.path)
+    return out
+
+
+def perturb(src: Path, dst: Path) -> None:
+    """Write a copy of the weights at `src` with every float value changed (sign flipped and noise
+    added, seeded): the same keys, shapes and dtypes, so the file loads as before. Raises ValueError
+    for a file it cannot rewrite safely (a pickled object, an unknown format)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    name = src.name.lower()
+
+    def moved(a):
+        a = np.asarray(a)
+        if not np.issubdtype(a.dtype, np.floating) or a.size == 0:
+            return a
+        scale = float(np.nanstd(a)) or 1.0
+        return (-a + rng.standard_normal(a.shape) * scale).astype(a.dtype)
+
+    if name.endswith(".npy"):
+        np.save(dst, moved(np.load(src, allow_pickle=False)))
+    elif name.endswith(".npz"):
+        with np.load(src, allow_pickle=False) as z:
+            np.savez(dst, **{k: moved(z[k]) for k in z.files})
+    elif name.endswith(".safetensors"):
+        from safetensors.numpy import load_file, save_file
+
+        save_file({k: moved(v) for k, v in load_file(str(src)).items()}, str(dst))
+    else:
+        import torch
+
+        try:  # the restricted unpickler: tensors and containers only, never the agent's objects
+            obj = torch.load(src, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"{src.name}: not a tensor file torch loads safely ({type(e).__name__})") from None
+        gen = torch.Generator().manual_seed(0)
+
+        def walk(x):
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+                scale = float(x.float().std()) if x.numel() > 1 else 1.0
+                return -x + torch.randn(x.shape, generator=gen).to(x.dtype) * (scale or 1.0)
+            if isinstance(x, dict):
+                return type(x)((k, walk(v)) for k, v in x.items()) if not hasattr(x, "_metadata") else \
+                    _with_metadata(x, walk)
+            if isinstance(x, (list, tuple)):
+                return type(x)(walk(v) for v in x)
+            return x
+
+        torch.save(walk(obj), dst)
+
+
+def _with_metadata(state, walk):
+    out = type(state)((k, walk(v)) for k, v in state.items())
+    out._metadata = state._metadata
+    return out
+
+
+def public_view(public: Path, dst: Path) -> None:
+    """A folder that looks like `public` (hard links, or copies where linking fails), to be changed in
+    place of it: files in it must be replaced (unlinked first), never written through."""
+    total = 0
+    for e in safefs.walk(public):
+        target = dst / e.rel
+        if e.is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+        elif e.is_file:
+            try:
+                os.link(e.path, target)
+            except OSError:
+                total += e.size
+                if total > MAX_COPY_BYTES:
+                    raise ValueError("the public data cannot be linked and is too large to copy") from None
+                shutil.copy2(e.path, target)
+        elif e.is_link:
+            os.symlink(os.readlink(e.path), target)
+    dst.chmod(0o755)
+
+
+def output_hashes(ws: Path, paths: list[str]) -> dict[str, str | None]:
+    out = {}
+    for p in paths:
+        try:
+            with safefs.open_regular(ws / p) as f:
+                out[p] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            out[p] = None
+    return out
+
+
+def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make_sandbox: Callable[..., Any],
+                   history: History, budget_s: float = BUDGET_S) -> dict[str, Any] | None:
+    """Replay the cell that loaded weights and wrote outputs, as it was and with its weights perturbed;
+    the verdict goes on its trace event (`replay.weights`). None when no cell qualifies."""
+    c = weights_writer(read_run(record), history)
+    if c is None:
+        return None
+    t0 = time.monotonic()
+    roots = {"/workspace": workspace, **({"/data/public": public} if public is not None else {})}
+    wrote = [p for p in history.cell_wrote(c.index) if p.startswith(OUTPUTS)]
+    recorded = {p: next((w.sha256 for w in reversed(history.writes(p)) if w.cell == c.index), None) for p in wrote}
+    verdict: dict[str, Any] = {}
+    try:
+        files = weights_files(c, roots)
+        if not files:
+            verdict["not_replayed"] = "none of the weights files it loads could be found to perturb"
+        elif workspace_bytes(workspace) > MAX_COPY_BYTES:
+            verdict["not_replayed"] = "the workspace is over the replay copy limit"
+        else:
+            same = _run_writer(c, workspace, public, make_sandbox, wrote, {}, budget_s)
+            if same != recorded:
+                verdict["not_replayed"] = "replayed as it was, it did not write the same outputs again"
+            else:
+                moved = _run_writer(c, workspace, public, make_sandbox, wrote, files, budget_s)
+                verdict.update(perturbed=sorted(files), depends=moved != same,
+                               changed=sum(moved.get(p) != same.get(p) for p in wrote), outputs=len(wrote))
+    except Exception as e:  # noqa: BLE001 - recorded, never fatal
+        verdict["not_replayed"] = f"{type(e).__name__}: {e}"[:300]
+    verdict["seconds"] = round(time.monotonic() - t0, 3)
+    c.event.replay = {**(c.event.replay or {}), "weights": verdict}
+    return verdict
+
+
+def _run_writer(c: Cell, workspace: Path, public: Path | None, make_sandbox, wrote: list[str],
+                perturbed: dict[str, Path], budget_s: float) -> dict[str, str | None]:
+    tmp = Path(tempfile.mkdtemp(prefix="amb-weights-"))
+    try:
+        ws = tmp / "workspace"
+        copy_workspace(workspace, ws)
+        for p in wrote:  # what the replay writes, not what the run left
+            try:
+                (ws / p).unlink()
+            except OSError:
+                pass
+        view = None
+        for inside, host in perturbed.items():
+            if inside.startswith("/workspace/"):
+                target = ws / inside.removeprefix("/workspace/")
+            else:
+                if view is None:
+                    view = tmp / "public"
+                    public_view(public, view)
+                target = view / inside.removeprefix("/data/public/")
+            target.unlink()  # a hard link to the real file: replace it, never write through it
+            perturb(host, target)
+            target.chmod(0o644)
+        with make_sandbox(ws, public=view) as sandbox:
+            r = sandbox.exec(c.event.code or "", c.event.language or "python",
+                             timeout=max(1.0, min(CELL_TIMEOUT_S, budget_s)))
+        if r.exit_code != 0 or r.timed_out:
+            return {p: f"failed (exit {r.exit_code})" for p in wrote}
+        return output_hashes(ws, wrote)
+    finally:
+        safefs.remove_tree(tmp)
