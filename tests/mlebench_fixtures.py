@@ -175,3 +175,73 @@ def submissions(competition, answers, rng):
     wrong_id[id_col] = wrong_id[id_col].astype(str)
     wrong_id.loc[wrong_id.index[0], id_col] = "not-a-case"
     yield "unknown id", _text(wrong_id)
+
+
+# --- The competitions added after the first five: each with its own submission cases -------------------------
+OSIC = "osic-pulmonary-fibrosis-progression"
+
+
+def osic(raw):
+    """Kaggle's train.csv (Patient, Weeks, FVC, Percent, Age, Sex, SmokingStatus) and a DICOM folder per patient."""
+    rng = np.random.default_rng(6)
+    rows = []
+    for _ in range(20):
+        patient = f"ID{rng.integers(10 ** 14, 10 ** 15)}{rng.integers(10 ** 8, 10 ** 9)}"
+        weeks = sorted(int(w) for w in rng.choice(np.arange(-5, 60), size=int(rng.integers(6, 10)), replace=False))
+        base, age = int(rng.integers(1800, 3800)), int(rng.integers(50, 85))
+        sex, smoking = ["Male", "Female"][int(rng.integers(0, 2))], ["Ex-smoker", "Never smoked", "Currently smokes"][int(rng.integers(0, 3))]
+        for w in weeks:
+            fvc = int(base - 9 * w + rng.integers(-150, 150))
+            rows.append({"Patient": patient, "Weeks": w, "FVC": fvc, "Percent": fvc / (base / 75.31),
+                         "Age": age, "Sex": sex, "SmokingStatus": smoking})
+        (raw / "train" / patient).mkdir(parents=True)
+        for n in (1, 2):
+            (raw / "train" / patient / f"{n}.dcm").write_bytes(b"DICM" + patient.encode())
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+
+
+def osic_submissions(answers, rng):
+    truth = answers[["Patient_Week", "FVC"]].copy()
+    truth["FVC"] = truth["FVC"].fillna(2000)  # the dummy weeks: any number, not graded
+    perfect = truth.assign(Confidence=70)
+    yield "perfect at the smallest confidence", _text(perfect)
+    noisy = truth.assign(FVC=(truth["FVC"] + rng.normal(0, 150, len(truth))).round(1),
+                         Confidence=rng.integers(60, 400, len(truth)))
+    yield "noisy", _text(noisy)
+    yield "shuffled rows", _text(noisy.sample(frac=1, random_state=3))
+    yield "the sample submission", _text(truth.assign(FVC=2000, Confidence=100))
+    yield "errors beyond 1000 mL are clipped", _text(truth.assign(FVC=truth["FVC"] + 5000, Confidence=200))
+    gaps = noisy.copy().astype({"Confidence": float})
+    gaps.loc[gaps.index[::2], "Confidence"] = float("nan")
+    yield "missing confidences count as 0 (then 70)", _text(gaps)
+    graded = answers.dropna(subset=["FVC"]).assign(w=lambda f: f["Patient_Week"].str.split("_").str[-1].astype(int))
+    last3 = graded.sort_values("w").groupby("Patient").tail(3)["Patient_Week"]
+    yield "only some graded rows", _text(noisy[noisy["Patient_Week"].isin(last3)].iloc[::2])
+    yield "missing Confidence column", _text(noisy.drop(columns=["Confidence"]))
+    unknown = noisy.copy()
+    unknown.loc[unknown.index[0], "Patient_Week"] = "ID_not_a_patient_3"
+    yield "unknown Patient_Week", _text(unknown)
+    yield "FVC not numeric", _text(noisy.assign(FVC=["high"] + list(noisy["FVC"][1:])))
+
+
+BUILDERS[OSIC] = osic
+SUBMISSIONS = {OSIC: osic_submissions}
+
+
+class Layout:
+    """How a competition's download and prepared folders look, for the generic preparer test: `labels` the
+    download's CSV that `perturb` changes (another download version), `test_ids(private)` the graded ids,
+    `public_ids(public, split)` the ids whose files are under public/<split>."""
+
+    def __init__(self, labels, perturb, test_ids, public_ids):
+        self.labels, self.perturb, self.test_ids, self.public_ids = labels, perturb, test_ids, public_ids
+
+
+def _folders(public, split):
+    return {p.name for p in (public / split).iterdir() if p.is_dir()}
+
+
+LAYOUTS = {
+    OSIC: Layout("train.csv", lambda f: f.assign(FVC=f["FVC"] + 1),
+                 lambda private: set(pd.read_csv(private / "test.csv")["Patient"]), _folders),
+}

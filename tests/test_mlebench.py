@@ -12,7 +12,7 @@ import mlebench_fixtures as fx
 from pytest_automedbench.agents import make_agent
 from pytest_automedbench.data import build, task_data
 from pytest_automedbench.data.mlebench_prepare import ChecksumMismatch, md5, prepare
-from pytest_automedbench.rexmle.mlebench import grading, medals
+from pytest_automedbench.rexmle.mlebench import grading, medals, track_value
 from pytest_automedbench.runner import execute
 from pytest_automedbench.settings import RunSettings
 from pytest_automedbench.tasks import load_task_file
@@ -43,7 +43,8 @@ def test_grader_equals_mlebench_on_its_golden_cases(competition, case):
     if isinstance(expected, dict):  # MLE-bench records no score: invalid, with its reason
         with pytest.raises(grading.InvalidSubmission) as e:
             grading.grade(competition, submission, answers)
-        assert str(e.value) == expected["invalid"].removeprefix("AssertionError: ")
+        if "exception" not in expected:  # MLE-bench's own message; a numpy/pandas error's text is not ours
+            assert str(e.value) == expected["invalid"].removeprefix("AssertionError: ")
     else:
         assert grading.grade(competition, submission, answers) == expected
 
@@ -61,7 +62,7 @@ def test_every_task_has_its_grader_preparer_and_golden_cases():
     # ReX-MLE's Table 2 human values; HCD awards no Kaggle medals (MLE-bench's config.yaml)
     assert {c: (t.spec.mlebench.human_value, t.spec.mlebench.awards_medals) for c, t in TASKS.items()} == {
         fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True), fx.BREAST: (0.49, True),
-        fx.ISIC: (0.945, True)}
+        fx.ISIC: (0.945, True), fx.OSIC: (-6.841, True)}
 
 
 def fake_checkout(tmp_path, competition, digests=None, description=True):
@@ -74,7 +75,7 @@ def fake_checkout(tmp_path, competition, digests=None, description=True):
     return tmp_path / "mle-bench"
 
 
-@pytest.mark.parametrize("competition", COMPETITIONS)
+@pytest.mark.parametrize("competition", sorted(fx.TARGETS))
 def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp_path, monkeypatch, capsys):
     raw = tmp_path / "raw"
     fx.BUILDERS[competition](raw)
@@ -126,6 +127,40 @@ def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp
     assert "split not checked against MLE-bench's checksums (no MLE-bench checkout" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("competition", sorted(fx.LAYOUTS))
+def test_preparer_of_a_later_competition_makes_mlebench_split(competition, tmp_path, monkeypatch, capsys):
+    """The same checks for the competitions added later, driven by their fixtures' Layout."""
+    layout = fx.LAYOUTS[competition]
+    raw = tmp_path / "raw"
+    fx.BUILDERS[competition](raw)
+    checkout = fake_checkout(tmp_path, competition)
+    public, private = tmp_path / "public", tmp_path / "private"
+    public.mkdir(), private.mkdir()
+    prepare(public, private, source=raw, competition=competition, checkout=str(checkout))
+    expected = BY_MLEBENCH["checksums"][competition]
+    assert {p.name: md5(p) for p in public.glob("*.csv")} == expected["public"]
+    assert {p.name: md5(p) for p in private.glob("*.csv")} == expected["private"]
+    assert "Kaggle's text" in (public / "description.md").read_text()
+    answers = TASKS[competition].spec.mlebench.answers
+    assert (private / answers).is_file() and not set(expected["private"]) & {"train.csv", "sample_submission.csv"}
+    test_ids, train_ids = layout.public_ids(public, "test"), layout.public_ids(public, "train")
+    assert test_ids == layout.test_ids(private) and train_ids and not train_ids & test_ids
+
+    # Another download (labels changed): the answers file is named
+    frame = pd.read_csv(raw / layout.labels)
+    layout.perturb(frame).to_csv(raw / layout.labels, index=False)
+    for side in (public, private):
+        for p in side.glob("*.csv"):
+            p.unlink()
+    with pytest.raises(ChecksumMismatch) as e:
+        prepare(public, private, source=raw, competition=competition, checkout=str(checkout))
+    assert f"private/{answers}: md5" in str(e.value) and "MLE-bench's checksums.yaml says" in str(e.value)
+
+    monkeypatch.delenv("AMB_MLEBENCH_DIR", raising=False)
+    prepare(public, private, source=raw, competition=competition)
+    assert "split not checked against MLE-bench's checksums (no MLE-bench checkout" in capsys.readouterr().err
+
+
 def test_a_download_in_the_wrong_layout_is_one_clear_line(tmp_path):
     from pytest_automedbench.data.mlebench_prepare import SourceLayoutError
 
@@ -158,12 +193,15 @@ def test_kaggle_medal_thresholds_by_team_count():
 
 
 def write_solution(tmp_path, competition) -> Path:
-    """A tiny fixture solution: the sample submission with the training labels' mean per class."""
+    """A tiny fixture solution: the sample submission with varied probabilities (the later competitions: the
+    sample submission as it is, a valid one for each)."""
+    vary = ("sub[sub.columns[1:]] = [[(k % 3) / 2 for _ in sub.columns[1:]] for k in range(len(sub))]\n"
+            if competition in fx.TARGETS else "")
     steps = [{"execute_code": {"language": "python", "code": (
         "import os, pandas as pd\n"
         "pub = os.environ['AMB_PUBLIC_DIR']\n"
-        "sub = pd.read_csv(os.path.join(pub, 'sample_submission.csv'))\n"
-        "sub[sub.columns[1:]] = [[(k % 3) / 2 for _ in sub.columns[1:]] for k in range(len(sub))]\n"
+        "sub = pd.read_csv(os.path.join(pub, 'sample_submission.csv'), keep_default_na=False)\n"
+        + vary +
         "os.makedirs(os.environ['AMB_OUTPUT_DIR'], exist_ok=True)\n"
         "sub.to_csv(os.path.join(os.environ['AMB_OUTPUT_DIR'], 'submission.csv'), index=False)\n")}},
         {"submit_results": {}}]
@@ -189,7 +227,7 @@ def test_each_task_prepares_runs_a_fixture_solution_and_is_graded(competition, t
     answers = pd.read_csv(data.private / task.spec.mlebench.answers)
     submission = pd.read_csv(tmp_path / "runs" / r["run_id"] / "workspace" / "outputs" / "submission.csv")
     assert m["score"] == grading.grade(competition, submission, answers)  # the grader's number, unchanged
-    assert r["task_metrics"]["value"] == pytest.approx(m["score"])
+    assert r["task_metrics"]["value"] == pytest.approx(track_value(m["score"], task.spec.mlebench.value_range))
     assert m["n_teams"] == 20 and m["human_value"] == task.spec.mlebench.human_value
     assert r["band_medal"] in ("A", "B", "C", "F")
     if not task.spec.mlebench.awards_medals:
@@ -274,3 +312,12 @@ def test_tfrecord_reader_reads_the_image_ids_and_refuses_a_damaged_file(tmp_path
     fx.write_tfrecord(path, [fx.example({"image": b"xx"})])
     with pytest.raises(TFRecordError, match="record 0 has no bytes feature 'image_name'"):
         ids(path)
+
+
+def test_track_value_places_a_score_outside_0_1_between_the_tasks_ends():
+    osic = TASKS[fx.OSIC].spec.mlebench
+    assert track_value(-4.59507, osic.value_range) == pytest.approx(1.0, abs=1e-5)  # the metric's maximum
+    assert track_value(osic.human_value, osic.value_range) == pytest.approx(0.4393, abs=1e-4)
+    assert track_value(-12.98, osic.value_range) == 0.0 and track_value(-8.600902, osic.value_range) == 0.0
+    assert track_value(0.25, (0.693147, 0.0)) == pytest.approx(1 - 0.25 / 0.693147)  # a loss: larger end first
+    assert track_value(0.9, (0.693147, 0.0)) == 0.0 and track_value(0.97, None) == 0.97

@@ -168,12 +168,45 @@ def siim_isic_melanoma(raw: Path, public: Path, private: Path) -> None:
         counts[split] += 1
 
 
+def osic_pulmonary_fibrosis(raw: Path, public: Path, private: Path) -> None:
+    """Split by patient (10%, random_state 0, over pandas' patient groups); public test.csv keeps each test
+    patient's first visit, the answers have a row for every week of the test weeks' range (FVC empty where
+    not measured), as Kaggle's sample submission asks for every week."""
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train.csv")
+    train_groups, test_groups = train_test_split(list(old_train.groupby("Patient")), test_size=0.1, random_state=0)
+    new_train = pd.concat([group for _, group in train_groups])
+    new_test = pd.concat([group for _, group in test_groups])
+    first_visits = new_test.sort_values(by="Weeks").groupby("Patient").first().reset_index()
+    weeks = range(new_test["Weeks"].min(), new_test["Weeks"].max() + 1)
+    grid = pd.DataFrame([(patient, week) for patient in new_test["Patient"].unique() for week in weeks],
+                        columns=["Patient", "Weeks"])
+    answers = grid.merge(new_test, on=["Patient", "Weeks"], how="left")
+    answers["Patient_Week"] = answers["Patient"] + "_" + answers["Weeks"].astype(str)
+    answers["Confidence"] = 100
+    if answers.groupby("Patient").size().nunique() != 1:
+        raise SourceLayoutError(f"{raw / 'train.csv'}: a test patient has the same week twice (not Kaggle's train.csv?)")
+    sample = answers[["Patient_Week"]].copy()
+    sample["FVC"] = 2000
+    sample["Confidence"] = 100
+    new_train.to_csv(public / "train.csv", index=False)
+    first_visits.to_csv(public / "test.csv", index=False)
+    answers.to_csv(private / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    for split, frame in (("train", new_train), ("test", new_test)):
+        (public / split).mkdir(exist_ok=True)
+        _copy(frame["Patient"].unique(), raw / "train", public / split)
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
     "ranzcr-clip-catheter-line-classification": ranzcr_clip,
     "rsna-breast-cancer-detection": rsna_breast_cancer,
     "siim-isic-melanoma-classification": siim_isic_melanoma,
+    "osic-pulmonary-fibrosis-progression": osic_pulmonary_fibrosis,
 }
 
 

@@ -53,11 +53,19 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
         return result
     result.n_valid = len(answers)
     result.diagnostics["mlebench_score"] = score
-    # the track value is in [0, 1]; for a lower-is-better metric it is not the score (none shipped yet)
-    result.score = min(max(score, 0.0), 1.0)
+    result.score = track_value(score, section.value_range)
     result.extra_files = sorted(p.name for p in Path(outputs).iterdir()
                                 if p.is_file() and p.name != SUBMISSION and not p.name.startswith("."))
     return result
+
+
+def track_value(score: float, value_range: tuple[float, float] | None) -> float:
+    """The track value in [0, 1] of an MLE-bench score: the score itself, or its place between the task's
+    `value_range` ends (score at 0, score at 1; a lower-is-better score has the larger end first), clipped."""
+    if value_range is not None:
+        at_zero, at_one = value_range
+        score = (score - at_zero) / (at_one - at_zero)
+    return min(max(score, 0.0), 1.0)
 
 
 def result_section(task, track: TrackResult) -> dict[str, Any]:
@@ -87,4 +95,4 @@ def medal(section: dict[str, Any]) -> str | None:
     return section.get("medal") or ("above_median" if section.get("above_median") else None)
 
 
-__all__ = ["SUBMISSION", "evaluate", "medal", "result_section"]
+__all__ = ["SUBMISSION", "evaluate", "medal", "result_section", "track_value"]

@@ -111,12 +111,50 @@ def rsna_breast_cancer(submission: pd.DataFrame, answers: pd.DataFrame) -> float
     return float(pf1(ans["cancer"].to_numpy(), predictions))
 
 
+def osic_pulmonary_fibrosis(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """The modified Laplace log likelihood of `FVC` with its `Confidence` (sd clipped below at 70, the FVC error
+    above at 1000 mL) over each test patient's last three measured weeks; the dummy (unmeasured) weeks and any
+    submission row outside those weeks are not graded, and a graded week the submission lacks is left out."""
+    for col in ("Patient_Week", "FVC", "Confidence"):
+        if col not in submission.columns:
+            raise InvalidSubmission(f"Submission DataFrame must have a '{col}' column.")
+    known = set(answers["Patient_Week"])
+    unknown = next((pw for pw in submission["Patient_Week"] if pw not in known), None)
+    if unknown is not None:
+        raise InvalidSubmission(f"Patient_Week {unknown} in submission does not exist in answers")
+    for col in ("FVC", "Confidence"):
+        if not pd.api.types.is_numeric_dtype(submission[col]):
+            raise InvalidSubmission(f"{col} column in submission must be numeric.")
+    measured = answers.dropna(subset=["FVC"])
+    week = measured["Patient_Week"].map(lambda pw: int(pw.split("_")[-1]))
+    graded = measured.loc[week.sort_values().index].groupby("Patient").tail(3)
+    sub = submission[submission["Patient_Week"].isin(graded["Patient_Week"])].sort_values("Patient_Week")
+    truth = graded[graded["Patient_Week"].isin(sub["Patient_Week"])].sort_values("Patient_Week")
+    # MLE-bench pairs the two by position: a repeated week would misalign them (its numpy error: invalid)
+    if sub["Patient_Week"].duplicated().any():
+        raise InvalidSubmission("Patient_Week values repeat in the submission")
+    if sub.empty:  # MLE-bench's mean of nothing is NaN
+        raise InvalidSubmission("the submission has none of the graded Patient_Week rows")
+    if sub["FVC"].isna().any():  # MLE-bench's score would be NaN
+        raise InvalidSubmission("FVC has missing values in graded rows")
+    return laplace_log_likelihood(truth["FVC"].to_numpy(float), sub["FVC"].to_numpy(float),
+                                  sub["Confidence"].fillna(0).to_numpy(float))
+
+
+def laplace_log_likelihood(fvc_true, fvc_pred, confidence) -> float:
+    """OSIC's modified Laplace log likelihood, averaged: -sqrt(2) |error| / sd - ln(sqrt(2) sd)."""
+    sd = np.maximum(confidence, 70)
+    error = np.minimum(np.abs(fvc_true - fvc_pred), 1000)
+    return float(np.mean(-np.sqrt(2) * error / sd - np.log(np.sqrt(2) * sd)))
+
+
 GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
     "ranzcr-clip-catheter-line-classification": ranzcr_clip,
     "rsna-breast-cancer-detection": rsna_breast_cancer,
     "siim-isic-melanoma-classification": siim_isic_melanoma,
+    "osic-pulmonary-fibrosis-progression": osic_pulmonary_fibrosis,
 }
 
 
@@ -129,4 +167,4 @@ def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> 
     return round(fn(submission, answers), 5)
 
 
-__all__ = ["GRADERS", "InvalidSubmission", "RANZCR_CLASSES", "auroc_inputs", "grade"]
+__all__ = ["GRADERS", "InvalidSubmission", "RANZCR_CLASSES", "auroc_inputs", "grade", "laplace_log_likelihood"]
