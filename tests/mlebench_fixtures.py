@@ -224,8 +224,80 @@ def osic_submissions(answers, rng):
     yield "FVC not numeric", _text(noisy.assign(FVC=["high"] + list(noisy["FVC"][1:])))
 
 
-BUILDERS[OSIC] = osic
-SUBMISSIONS = {OSIC: osic_submissions}
+
+
+COVID = "siim-covid19-detection"
+COVID_STUDY_CLASSES = ["Negative for Pneumonia", "Typical Appearance", "Indeterminate Appearance", "Atypical Appearance"]
+
+
+def covid(raw):
+    """train_study_level.csv (one-hot of 4 classes), train_image_level.csv (boxes, label string, study) and
+    train/<study>/<series>/<image>.dcm."""
+    rng = np.random.default_rng(7)
+    studies, images = [], []
+    for _ in range(60):
+        study = f"{rng.integers(16 ** 12):012x}"
+        cls = int(rng.integers(0, 4))
+        studies.append({"id": f"{study}_study", **{c: int(k == cls) for k, c in enumerate(COVID_STUDY_CLASSES)}})
+        series = f"{rng.integers(16 ** 12):012x}"
+        for _ in range(int(rng.integers(1, 3))):
+            image = f"{rng.integers(16 ** 12):012x}"
+            boxes = []
+            if cls and rng.random() < 0.8:
+                for _ in range(int(rng.integers(1, 3))):
+                    x, y = round(float(rng.uniform(100, 1500)), 5), round(float(rng.uniform(100, 1500)), 5)
+                    boxes.append((x, y, round(float(rng.uniform(200, 900)), 5), round(float(rng.uniform(200, 900)), 5)))
+            label = " ".join(f"opacity 1 {x} {y} {x + w} {y + h}" for x, y, w, h in boxes) or "none 1 0 0 1 1"
+            images.append({"id": f"{image}_image",
+                           "boxes": str([{"x": x, "y": y, "width": w, "height": h} for x, y, w, h in boxes]) if boxes else "",
+                           "label": label, "StudyInstanceUID": study})
+            folder = raw / "train" / study / series
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{image}.dcm").write_bytes(b"DICM" + image.encode())
+    pd.DataFrame(studies).to_csv(raw / "train_study_level.csv", index=False)
+    pd.DataFrame(images).to_csv(raw / "train_image_level.csv", index=False)
+
+
+def _jitter(prediction, rng, scale):
+    toks = prediction.split()
+    out = []
+    for i in range(0, len(toks), 6):
+        label, _, *box = toks[i:i + 6]
+        box = [float(v) for v in box]
+        if box != [0, 0, 1, 1]:
+            box = [round(v + float(rng.normal(0, scale)), 2) for v in box]
+        out.append(" ".join([label, f"{rng.uniform(0.05, 1):.3f}", *(f"{v:g}" for v in box)]))
+    return " ".join(out)
+
+
+def covid_submissions(answers, rng):
+    truth = answers[["id", "PredictionString"]]
+    yield "perfect", _text(truth)
+    sample = truth.assign(PredictionString=["negative 1 0 0 1 1" if i.endswith("_study") else "none 1 0 0 1 1"
+                                            for i in truth["id"]])
+    yield "the sample submission", _text(sample)
+    noisy = truth.assign(PredictionString=[_jitter(p, rng, 120) for p in truth["PredictionString"]])
+    yield "noisy boxes and confidences", _text(noisy)
+    yield "shuffled rows", _text(noisy.sample(frac=1, random_state=3))
+    extra = noisy.assign(PredictionString=[p + (" opacity 0.3 10 10 200 200" if i.endswith("_image") else " typical 0.2 0 0 1 1")
+                                           for i, p in zip(noisy["id"], noisy["PredictionString"])])
+    yield "extra false positives", _text(extra)
+    far = truth.assign(PredictionString=[_jitter(p, rng, 400) for p in truth["PredictionString"]])
+    yield "boxes far off", _text(far)
+    yield "one row short", _text(noisy.iloc[1:])
+    yield "missing PredictionString column", _text(noisy[["id"]])
+    unknown = noisy.copy()
+    unknown.loc[unknown.index[0], "id"] = "000000000000_study"
+    yield "unknown id", _text(unknown)
+    bad = noisy.copy()
+    bad.loc[bad.index[0], "PredictionString"] = "negative high 0 0 1 1"
+    yield "a confidence that is not a number", _text(bad)
+    short = noisy.copy()
+    short.loc[short.index[0], "PredictionString"] = "negative 1 0 0 1"
+    yield "five values for a box", _text(short)
+    empty = noisy.copy()
+    empty.loc[empty.index[0], "PredictionString"] = ""
+    yield "an empty PredictionString", _text(empty)
 
 
 class Layout:
@@ -245,3 +317,17 @@ LAYOUTS = {
     OSIC: Layout("train.csv", lambda f: f.assign(FVC=f["FVC"] + 1),
                  lambda private: set(pd.read_csv(private / "test.csv")["Patient"]), _folders),
 }
+
+
+def _study_folders(public, split):
+    return {p.name for p in (public / split).iterdir()}
+
+
+def _covid_test_ids(private):
+    return {i.removesuffix("_study") for i in pd.read_csv(private / "test.csv")["id"] if i.endswith("_study")}
+
+
+LAYOUTS[COVID] = Layout("train_study_level.csv", lambda f: f.assign(**{"Negative for Pneumonia": 1 - f["Negative for Pneumonia"]}),
+                        _covid_test_ids, _study_folders)
+BUILDERS.update({OSIC: osic, COVID: covid})
+SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions}

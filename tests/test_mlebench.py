@@ -52,7 +52,7 @@ def test_grader_equals_mlebench_on_its_golden_cases(competition, case):
 def test_every_task_has_its_grader_preparer_and_golden_cases():
     from pytest_automedbench.data.mlebench_prepare import PREPARERS
 
-    assert sorted(TASKS) == COMPETITIONS == sorted(grading.GRADERS) == sorted(PREPARERS)
+    assert sorted(TASKS) == COMPETITIONS == sorted(grading.graders()) == sorted(PREPARERS)
     for comp, task in TASKS.items():
         spec = task.spec
         assert spec.policy.inference_only is False and spec.tiers.available() == ["pro"]
@@ -62,7 +62,8 @@ def test_every_task_has_its_grader_preparer_and_golden_cases():
     # ReX-MLE's Table 2 human values; HCD awards no Kaggle medals (MLE-bench's config.yaml)
     assert {c: (t.spec.mlebench.human_value, t.spec.mlebench.awards_medals) for c, t in TASKS.items()} == {
         fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True), fx.BREAST: (0.49, True),
-        fx.ISIC: (0.945, True), fx.OSIC: (-6.841, True)}
+        fx.ISIC: (0.945, True), fx.OSIC: (-6.841, True),
+        fx.COVID: (0.623, True)}
 
 
 def fake_checkout(tmp_path, competition, digests=None, description=True):
@@ -321,3 +322,17 @@ def test_track_value_places_a_score_outside_0_1_between_the_tasks_ends():
     assert track_value(-12.98, osic.value_range) == 0.0 and track_value(-8.600902, osic.value_range) == 0.0
     assert track_value(0.25, (0.693147, 0.0)) == pytest.approx(1 - 0.25 / 0.693147)  # a loss: larger end first
     assert track_value(0.9, (0.693147, 0.0)) == 0.0 and track_value(0.97, None) == 0.97
+
+
+def test_siim_covid_map_is_mlebench_s_approximation_with_its_undefined_case():
+    """A class whose every pair is a hit has no AP in scikit-learn; MLE-bench asserts, so it is invalid."""
+    answers = pd.DataFrame({"id": ["a_study", "b_study"], "PredictionString": ["typical 1 0 0 1 1"] * 2})
+    with pytest.raises(grading.InvalidSubmission, match="y_true is all 1s"):
+        grading.grade(fx.COVID, answers.copy(), answers)
+    answers.loc[1, "PredictionString"] = "negative 1 0 0 1 1"
+    assert grading.grade(fx.COVID, answers.copy(), answers) == 1.0
+    # a row with neither a box nor a prediction of a class is a (0, 0) pair: a study row for "opacity"
+    answers.loc[2] = ["c_image", "opacity 1 10 10 50 50"]
+    sub = answers.copy()
+    sub.loc[2, "PredictionString"] = "opacity 0.9 12 12 52 52 opacity 0.4 100 100 120 120"
+    assert 0 < grading.grade(fx.COVID, sub, answers) < 1

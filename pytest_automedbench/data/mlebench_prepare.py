@@ -200,6 +200,40 @@ def osic_pulmonary_fibrosis(raw: Path, public: Path, private: Path) -> None:
         _copy(frame["Patient"].unique(), raw / "train", public / split)
 
 
+COVID_STUDY_LABELS = ["negative", "typical", "indeterminate", "atypical"]  # train_study_level.csv's columns, in order
+
+
+def siim_covid19(raw: Path, public: Path, private: Path) -> None:
+    """Split by study (10%, random_state 0); images follow their study. The answers are one row per test
+    study ("<label> 1 0 0 1 1", the label of its one-hot columns) and per test image (Kaggle's label string)."""
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    studies = _read_csv(raw / "train_study_level.csv")
+    new_train_study, new_test_study = train_test_split(studies, test_size=0.1, random_state=0)
+    new_train_study, new_test_study = new_train_study.sort_values(by="id"), new_test_study.sort_values(by="id")
+    images = _read_csv(raw / "train_image_level.csv")
+    study_of_image = images["StudyInstanceUID"] + "_study"
+    new_train_image = images[study_of_image.isin(new_train_study["id"])].sort_values(by="id")
+    new_test_image = images[study_of_image.isin(new_test_study["id"])].sort_values(by="id")
+    if len(new_train_image) + len(new_test_image) != len(images):
+        raise SourceLayoutError(f"{raw / 'train_image_level.csv'}: images of studies not in train_study_level.csv")
+    new_train_study.to_csv(public / "train_study_level.csv", index=False)
+    new_train_image.to_csv(public / "train_image_level.csv", index=False)
+    for split, frame in (("train", new_train_study), ("test", new_test_study)):
+        (public / split).mkdir(exist_ok=True)
+        _copy([i.replace("_study", "") for i in frame["id"]], raw / "train", public / split)
+    labels = [COVID_STUDY_LABELS[int(row.iloc[1:].to_numpy().argmax())] for _, row in new_test_study.iterrows()]
+    answers = pd.DataFrame([{"id": i, "PredictionString": f"{label} 1 0 0 1 1"}
+                            for i, label in zip(new_test_study["id"], labels)]
+                           + [{"id": i, "PredictionString": label}
+                              for i, label in zip(new_test_image["id"], new_test_image["label"])])
+    answers.to_csv(private / "test.csv", index=False)
+    sample = pd.DataFrame([{"id": i, "PredictionString": "negative 1 0 0 1 1"} for i in new_test_study["id"]]
+                          + [{"id": i, "PredictionString": "none 1 0 0 1 1"} for i in new_test_image["id"]])
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
@@ -207,6 +241,7 @@ PREPARERS = {
     "rsna-breast-cancer-detection": rsna_breast_cancer,
     "siim-isic-melanoma-classification": siim_isic_melanoma,
     "osic-pulmonary-fibrosis-progression": osic_pulmonary_fibrosis,
+    "siim-covid19-detection": siim_covid19,
 }
 
 

@@ -158,13 +158,21 @@ GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
 }
 
 
+def graders() -> dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]]:
+    """Every competition's grader: GRADERS and those of the detection and segmentation modules."""
+    from . import detection
+
+    return {**GRADERS, "siim-covid19-detection": detection.siim_covid19}
+
+
 def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
     """The competition's score rounded to 5 decimals (raises InvalidSubmission)."""
+    table = graders()
     try:
-        fn = GRADERS[competition]
+        fn = table[competition]
     except KeyError:
-        raise LookupError(f"no MLE-bench grader for {competition!r} (have: {', '.join(sorted(GRADERS))})") from None
+        raise LookupError(f"no MLE-bench grader for {competition!r} (have: {', '.join(sorted(table))})") from None
     return round(fn(submission, answers), 5)
 
 
-__all__ = ["GRADERS", "InvalidSubmission", "RANZCR_CLASSES", "auroc_inputs", "grade", "laplace_log_likelihood"]
+__all__ = ["GRADERS", "InvalidSubmission", "graders", "RANZCR_CLASSES", "auroc_inputs", "grade", "laplace_log_likelihood"]
