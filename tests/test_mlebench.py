@@ -334,5 +334,6 @@ def test_siim_covid_map_is_mlebench_s_approximation_with_its_undefined_case():
     # a row with neither a box nor a prediction of a class is a (0, 0) pair: a study row for "opacity"
     answers.loc[2] = ["c_image", "opacity 1 10 10 50 50"]
     sub = answers.copy()
-    sub.loc[2, "PredictionString"] = "opacity 0.9 12 12 52 52 opacity 0.4 100 100 120 120"
-    assert 0 < grading.grade(fx.COVID, sub, answers) < 1
+    sub.loc[2, "PredictionString"] = "opacity 0.4 12 12 52 52 opacity 0.9 100 100 120 120"
+    # opacity: (0, 0.9) (1, 0.4) and two (0, 0): AP 1/2; negative and typical: 1
+    assert grading.grade(fx.COVID, sub, answers) == round((1 + 1 + 0.5) / 3, 5)
