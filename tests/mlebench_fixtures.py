@@ -300,6 +300,74 @@ def covid_submissions(answers, rng):
     yield "an empty PredictionString", _text(empty)
 
 
+VINBIG = "vinbigdata-chest-xray-abnormalities-detection"
+VINBIG_CLASSES = ["Aortic enlargement", "Atelectasis", "Calcification", "Cardiomegaly", "Consolidation", "ILD",
+                  "Infiltration", "Lung Opacity", "Nodule/Mass", "Other lesion", "Pleural effusion",
+                  "Pleural thickening", "Pneumothorax", "Pulmonary fibrosis", "No finding"]
+
+
+def vinbig(raw):
+    """Kaggle's train.csv (image_id, class_name, class_id, rad_id, box; three radiologists per image, "No
+    finding" (14) without a box) and train/<image_id>.dicom."""
+    rng = np.random.default_rng(8)
+    rows = []
+    (raw / "train").mkdir(parents=True)
+    for _ in range(50):
+        image = f"{rng.integers(16 ** 15):015x}{rng.integers(16):x}"
+        findings = [] if rng.random() < 0.4 else sorted(set(int(c) for c in rng.integers(0, 14, int(rng.integers(1, 4)))))
+        for rad in rng.choice(17, 3, replace=False):
+            if not findings:
+                rows.append({"image_id": image, "class_name": "No finding", "class_id": 14, "rad_id": f"R{rad + 1}",
+                             "x_min": None, "y_min": None, "x_max": None, "y_max": None})
+            for c in findings:
+                x, y = float(rng.integers(200, 1800)), float(rng.integers(200, 1800))
+                rows.append({"image_id": image, "class_name": VINBIG_CLASSES[c], "class_id": c, "rad_id": f"R{rad + 1}",
+                             "x_min": x, "y_min": y, "x_max": x + float(rng.integers(50, 600)),
+                             "y_max": y + float(rng.integers(50, 600))})
+        (raw / "train" / f"{image}.dicom").write_bytes(b"DICM" + image.encode())
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+
+
+def _vinbig_strings(answers, confidence, shift):
+    out = {}
+    for image, group in answers.groupby("image_id", sort=False):
+        parts = []
+        for _, r in group.iterrows():
+            box = [r["x_min"], r["y_min"], r["x_max"], r["y_max"]]
+            if r["class_id"] != 14:
+                box = [round(v + shift(), 1) for v in box]
+            parts.append(" ".join(str(v) for v in [int(r["class_id"]), confidence(), *box]))
+        out[image] = " ".join(parts)
+    return pd.DataFrame({"image_id": list(out), "PredictionString": list(out.values())})
+
+
+def vinbig_submissions(answers, rng):
+    yield "perfect", _text(_vinbig_strings(answers, lambda: 1.0, lambda: 0.0))
+    images = answers["image_id"].unique()
+    yield "the sample submission", _text(pd.DataFrame({"image_id": images, "PredictionString": "14 1 0 0 1 1"}))
+    noisy = _vinbig_strings(answers, lambda: round(float(rng.uniform(0.1, 1)), 3), lambda: float(rng.normal(0, 60)))
+    yield "noisy boxes and confidences", _text(noisy)
+    yield "shuffled rows", _text(noisy.sample(frac=1, random_state=3))
+    extra = noisy.assign(PredictionString=noisy["PredictionString"] + " 3 0.6 100 100 400 400 14 0.3 0 0 1 1")
+    yield "extra false positives", _text(extra)
+    wrong = noisy.assign(PredictionString=[" ".join(str((int(t) + 1) % 15) if k % 6 == 0 else t
+                                                    for k, t in enumerate(p.split(" ")))
+                                           for p in noisy["PredictionString"]])
+    yield "every class id off by one", _text(wrong)
+    yield "an image given twice", _text(pd.concat([noisy, noisy.iloc[:1].assign(PredictionString="0 0.9 10 10 90 90")]))
+    yield "one image missing", _text(noisy.iloc[1:])
+    yield "missing PredictionString column", _text(noisy[["image_id"]])
+    bad = noisy.copy()
+    bad.loc[bad.index[0], "PredictionString"] = "14 high 0 0 1 1"
+    yield "a value that is not a number", _text(bad)
+    short = noisy.copy()
+    short.loc[short.index[0], "PredictionString"] = "14 1 0 0 1"
+    yield "five values for a box", _text(short)
+    empty = noisy.copy()
+    empty.loc[empty.index[0], "PredictionString"] = ""
+    yield "an empty PredictionString", _text(empty)
+
+
 class Layout:
     """How a competition's download and prepared folders look, for the generic preparer test: `labels` the
     download's CSV that `perturb` changes (another download version), `test_ids(private)` the graded ids,
@@ -329,5 +397,13 @@ def _covid_test_ids(private):
 
 LAYOUTS[COVID] = Layout("train_study_level.csv", lambda f: f.assign(**{"Negative for Pneumonia": 1 - f["Negative for Pneumonia"]}),
                         _covid_test_ids, _study_folders)
-BUILDERS.update({OSIC: osic, COVID: covid})
-SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions}
+
+
+def _file_stems(public, split):
+    return {p.stem for p in (public / split).iterdir()}
+
+
+LAYOUTS[VINBIG] = Layout("train.csv", lambda f: f.assign(x_min=f["x_min"] + 1),
+                         lambda private: set(pd.read_csv(private / "answers.csv")["image_id"]), _file_stems)
+BUILDERS.update({OSIC: osic, COVID: covid, VINBIG: vinbig})
+SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions, VINBIG: vinbig_submissions}

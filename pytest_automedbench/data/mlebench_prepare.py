@@ -234,6 +234,32 @@ def siim_covid19(raw: Path, public: Path, private: Path) -> None:
     sample.to_csv(public / "sample_submission.csv", index=False)
 
 
+def vinbigdata(raw: Path, public: Path, private: Path) -> None:
+    """Split by image (10%, random_state 0). The answers keep one box per image and class (the first
+    radiologist's, MLE-bench's stand-in for the test set's consensus), "No finding" (14) as the box 0 0 1 1;
+    private/gold_submission.csv is that as a submission."""
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train.csv")
+    train_ids, test_ids = train_test_split(old_train["image_id"].unique(), test_size=0.1, random_state=0)
+    new_train = old_train[old_train["image_id"].isin(train_ids)]
+    answers = old_train[old_train["image_id"].isin(test_ids)]
+    sample = pd.DataFrame({"image_id": test_ids, "PredictionString": "14 1 0 0 1 1"})
+    answers = answers.groupby(by=["image_id", "class_id"]).first().reset_index().fillna(0)
+    answers.loc[answers["class_id"] == 14, ["x_max", "y_max"]] = 1.0
+    gold = answers[["image_id", "class_id", "x_min", "y_min", "x_max", "y_max"]].copy()
+    gold["PredictionString"] = [f"{c} 1.0 {x0} {y0} {x1} {y1}" for c, x0, y0, x1, y1 in
+                                gold[["class_id", "x_min", "y_min", "x_max", "y_max"]].itertuples(index=False)]
+    gold = gold.groupby("image_id")["PredictionString"].agg(" ".join).reset_index()
+    new_train.to_csv(public / "train.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    answers.to_csv(private / "answers.csv", index=False)
+    gold.to_csv(private / "gold_submission.csv", index=False)
+    for split, ids in (("train", train_ids), ("test", test_ids)):
+        _copy(ids, raw / "train", public / split, ".dicom")
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
@@ -242,6 +268,7 @@ PREPARERS = {
     "siim-isic-melanoma-classification": siim_isic_melanoma,
     "osic-pulmonary-fibrosis-progression": osic_pulmonary_fibrosis,
     "siim-covid19-detection": siim_covid19,
+    "vinbigdata-chest-xray-abnormalities-detection": vinbigdata,
 }
 
 

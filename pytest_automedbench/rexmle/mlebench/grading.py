@@ -162,7 +162,8 @@ def graders() -> dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]]:
     """Every competition's grader: GRADERS and those of the detection and segmentation modules."""
     from . import detection
 
-    return {**GRADERS, "siim-covid19-detection": detection.siim_covid19}
+    return {**GRADERS, "siim-covid19-detection": detection.siim_covid19,
+            "vinbigdata-chest-xray-abnormalities-detection": detection.vinbigdata}
 
 
 def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
