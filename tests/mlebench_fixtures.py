@@ -368,6 +368,88 @@ def vinbig_submissions(answers, rng):
     yield "an empty PredictionString", _text(empty)
 
 
+HUBMAP = "hubmap-kidney-segmentation"
+
+
+def rle(mask) -> str:
+    """Kaggle's RLE: 1-based (start, length) pairs over the mask read column by column (top-down, then right)."""
+    flat = np.concatenate([[0], np.asarray(mask, dtype=np.uint8).T.flatten(), [0]])
+    runs = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+    runs[1::2] -= runs[::2]
+    return " ".join(str(int(v)) for v in runs)
+
+
+def blobs(rng, h, w, n):
+    mask = np.zeros((h, w), dtype=bool)
+    for _ in range(n):
+        y, x = int(rng.integers(0, h - 4)), int(rng.integers(0, w - 4))
+        mask[y:y + int(rng.integers(2, 8)), x:x + int(rng.integers(2, 8))] = True
+    return mask
+
+
+def hubmap(raw):
+    """Kaggle's train.csv (15 images: id, encoding), HuBMAP-20-dataset_information.csv (20 images, test
+    included) and train/<id>.tiff, <id>.json, <id>-anatomical-structure.json."""
+    rng = np.random.default_rng(9)
+    (raw / "train").mkdir(parents=True)
+    rows, info = [], []
+    for k in range(20):
+        image = f"{rng.integers(16 ** 8):08x}{k:x}"
+        h, w = int(rng.integers(20, 40)), int(rng.integers(20, 40))
+        info.append({"image_file": f"{image}.tiff", "width_pixels": w, "height_pixels": h,
+                     "anatomical_structures_segmention_file": f"{image}-anatomical-structure.json",
+                     "glomerulus_segmentation_file": f"{image}.json", "patient_number": int(rng.integers(60000, 70000)),
+                     "race": "White", "ethnicity": "Not Hispanic or Latino", "sex": ["Male", "Female"][k % 2],
+                     "age": int(rng.integers(30, 80)), "weight_kilograms": round(float(rng.uniform(50, 110)), 1),
+                     "height_centimeters": round(float(rng.uniform(150, 195)), 1), "bmi_kg/m^2": round(float(rng.uniform(18, 35)), 1),
+                     "laterality": ["Left", "Right"][k % 2], "percent_cortex": int(rng.integers(50, 100)),
+                     "percent_medulla": int(rng.integers(0, 50))})
+        if k < 15:  # the other five are Kaggle's test images (no encoding)
+            rows.append({"id": image, "encoding": rle(blobs(rng, h, w, int(rng.integers(1, 4))))})
+            for name in (f"{image}.tiff", f"{image}.json", f"{image}-anatomical-structure.json"):
+                (raw / "train" / name).write_bytes(b"II*\0" + name.encode())
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+    pd.DataFrame(info).to_csv(raw / "HuBMAP-20-dataset_information.csv", index=False)
+
+
+def _decode(encoding, h, w):
+    mask = np.zeros(h * w, dtype=bool)
+    s = [int(v) for v in str(encoding).split()] if isinstance(encoding, str) else []
+    for start, length in zip(s[::2], s[1::2]):
+        mask[start - 1:start - 1 + length] = True
+    return mask.reshape(w, h).T
+
+
+def hubmap_submissions(answers, rng):
+    truth = answers[["id"]].assign(predicted=answers["encoding"])
+    masks = [_decode(e, h, w) for e, h, w in zip(answers["encoding"], answers["height_pixels"], answers["width_pixels"])]
+    yield "perfect", _text(truth)
+    yield "the sample submission (empty)", _text(truth.assign(predicted=""))
+    grown = [np.pad(m, 1)[2:, 1:-1] | m for m in masks]  # each blob grown by a row
+    yield "masks grown by a row", _text(truth.assign(predicted=[rle(m) for m in grown]))
+    noisy = [m ^ (rng.random(m.shape) < 0.05) for m in masks]
+    noisy_sub = truth.assign(predicted=[rle(m) for m in noisy])
+    yield "noisy masks", _text(noisy_sub)
+    yield "shuffled rows", _text(noisy_sub.sample(frac=1, random_state=3))
+    one_empty = noisy_sub.copy()
+    one_empty.loc[one_empty.index[0], "predicted"] = ""
+    yield "one empty prediction", _text(one_empty)
+    beyond = noisy_sub.copy()
+    h, w = int(answers["height_pixels"].iloc[0]), int(answers["width_pixels"].iloc[0])
+    beyond.loc[beyond.index[0], "predicted"] = f"{h * w - 3} 10 {h * w + 20} 5"
+    yield "runs past the image end are cut", _text(beyond)
+    yield "one row short", _text(noisy_sub.iloc[1:])
+    unknown = noisy_sub.copy()
+    unknown.loc[unknown.index[0], "id"] = "not-an-image"
+    yield "unknown id", _text(unknown)
+    yield "missing predicted column", _text(noisy_sub[["id"]])
+    for name, value in (("unsorted runs", "20 3 5 2"), ("overlapping runs", "5 4 7 2"), ("a zero-length run", "5 0 9 2"),
+                        ("a start at 0", "0 3"), ("a run that is not a number", "5 2.5")):
+        bad = noisy_sub.copy()
+        bad.loc[bad.index[0], "predicted"] = value
+        yield name, _text(bad)
+
+
 class Layout:
     """How a competition's download and prepared folders look, for the generic preparer test: `labels` the
     download's CSV that `perturb` changes (another download version), `test_ids(private)` the graded ids,
@@ -405,5 +487,13 @@ def _file_stems(public, split):
 
 LAYOUTS[VINBIG] = Layout("train.csv", lambda f: f.assign(x_min=f["x_min"] + 1),
                          lambda private: set(pd.read_csv(private / "answers.csv")["image_id"]), _file_stems)
-BUILDERS.update({OSIC: osic, COVID: covid, VINBIG: vinbig})
-SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions, VINBIG: vinbig_submissions}
+
+
+def _tiff_stems(public, split):
+    return {p.stem for p in (public / split).glob("*.tiff")}
+
+
+LAYOUTS[HUBMAP] = Layout("train.csv", lambda f: f.assign(encoding=[e.replace(" ", " 1", 1) for e in f["encoding"]]),
+                         lambda private: set(pd.read_csv(private / "test.csv")["id"]), _tiff_stems)
+BUILDERS.update({OSIC: osic, COVID: covid, VINBIG: vinbig, HUBMAP: hubmap})
+SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions, VINBIG: vinbig_submissions, HUBMAP: hubmap_submissions}

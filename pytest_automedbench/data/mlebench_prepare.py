@@ -260,6 +260,31 @@ def vinbigdata(raw: Path, public: Path, private: Path) -> None:
         _copy(ids, raw / "train", public / split, ".dicom")
 
 
+def hubmap_kidney(raw: Path, public: Path, private: Path) -> None:
+    """Kaggle's 15 labelled images split 12 / 3 (random_state 0); the answers carry each test image's size
+    (from the dataset information) for decoding the RLE; private/gold_submission.csv is the answers as a
+    submission. Kaggle's own test images (no labels) are left out, their information rows too."""
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train.csv")
+    info = _read_csv(raw / "HuBMAP-20-dataset_information.csv")
+    new_train, new_test = train_test_split(old_train, train_size=12, test_size=3, random_state=0)
+    info["id"] = info["image_file"].str.replace(".tiff", "")
+    info = info[info["id"].isin(old_train["id"])]
+    new_test = new_test.merge(info[["id", "width_pixels", "height_pixels"]], on="id")
+    info.drop(columns=["id"]).to_csv(public / "HuBMAP-20-dataset_information.csv", index=False)
+    new_train.to_csv(public / "train.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    sample = new_test[["id"]].copy()
+    sample["predicted"] = ""
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    sample.assign(predicted=new_test["encoding"]).to_csv(private / "gold_submission.csv", index=False)
+    for split, frame in (("train", new_train), ("test", new_test)):
+        for suffix in (".tiff", ".json", "-anatomical-structure.json"):
+            _copy(frame["id"], raw / "train", public / split, suffix)
+    shutil.copy(public / "sample_submission.csv", public / "test" / "sample_submission.csv")  # as MLE-bench
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
@@ -269,6 +294,7 @@ PREPARERS = {
     "osic-pulmonary-fibrosis-progression": osic_pulmonary_fibrosis,
     "siim-covid19-detection": siim_covid19,
     "vinbigdata-chest-xray-abnormalities-detection": vinbigdata,
+    "hubmap-kidney-segmentation": hubmap_kidney,
 }
 
 

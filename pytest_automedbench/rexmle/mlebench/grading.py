@@ -160,10 +160,11 @@ GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
 
 def graders() -> dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]]:
     """Every competition's grader: GRADERS and those of the detection and segmentation modules."""
-    from . import detection
+    from . import detection, segmentation
 
     return {**GRADERS, "siim-covid19-detection": detection.siim_covid19,
-            "vinbigdata-chest-xray-abnormalities-detection": detection.vinbigdata}
+            "vinbigdata-chest-xray-abnormalities-detection": detection.vinbigdata,
+            "hubmap-kidney-segmentation": segmentation.hubmap_kidney}
 
 
 def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
