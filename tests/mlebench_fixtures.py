@@ -450,6 +450,53 @@ def hubmap_submissions(answers, rng):
         yield name, _text(bad)
 
 
+UW = "uw-madison-gi-tract-image-segmentation"
+UW_CLASSES = ["large_bowel", "small_bowel", "stomach"]
+
+
+def uw(raw):
+    """Kaggle's train.csv (id = case<N>_day<D>_slice_<S>, class, segmentation as RLE or empty; a row per slice and
+    organ) and train/case<N>/case<N>_day<D>/scans/slice_<S>_<width>_<height>_1.50_1.50.png."""
+    rng = np.random.default_rng(10)
+    rows = []
+    for case in sorted(rng.choice(150, 12, replace=False)):
+        days = sorted(int(d) for d in rng.choice(40, int(rng.integers(1, 7)), replace=False))
+        for day in days:
+            w, h = int(rng.integers(8, 13)), int(rng.integers(8, 13))
+            scans = raw / "train" / f"case{case}" / f"case{case}_day{day}" / "scans"
+            scans.mkdir(parents=True)
+            for sl in range(1, 4):
+                (scans / f"slice_{sl:04d}_{w}_{h}_1.50_1.50.png").write_bytes(b"\x89PNG" + bytes([sl]))
+                for organ in UW_CLASSES:
+                    mask = blobs(rng, h, w, 1) if rng.random() < 0.5 else np.zeros((h, w), dtype=bool)
+                    rows.append({"id": f"case{case}_day{day}_slice_{sl:04d}", "class": organ,
+                                 "segmentation": rle(mask) if mask.any() else None})
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+
+
+def uw_submissions(answers, rng):
+    dims = list(zip(answers["image_height"].astype(int), answers["image_width"].astype(int)))
+    masks = [_decode(e, h, w) for e, (h, w) in zip(answers["predicted"], dims)]
+    truth = answers[["id", "class", "predicted"]]
+    yield "perfect", _text(truth)
+    yield "the sample submission", _text(truth.assign(predicted="1 1 5 2"))
+    yield "empty everywhere", _text(truth.assign(predicted=""))
+    noisy = truth.assign(predicted=[rle(m ^ (rng.random(m.shape) < 0.08)) for m in masks])
+    yield "noisy masks", _text(noisy)
+    shifted = truth.assign(predicted=[rle(np.roll(m, 2, axis=1)) for m in masks])
+    yield "masks shifted by two columns", _text(shifted)
+    yield "rows in another order (MLE-bench pairs rows by position)", _text(noisy.sample(frac=1, random_state=3))
+    swapped = noisy.iloc[np.concatenate([np.arange(k + 2, k - 1, -1) for k in range(0, len(noisy), 3)])]
+    yield "organ rows reversed within each slice (paired by position)", _text(swapped)
+    yield "the last row missing (graded on the rest)", _text(noisy.iloc[:-1])
+    big = truth.assign(predicted=[rle(np.ones_like(m)) if m.any() else "" for m in masks])
+    yield "whole-image masks (over 10 times the truth)", _text(big)
+    yield "missing class column", _text(noisy[["id", "predicted"]])
+    bad = noisy.copy()
+    bad.loc[bad.index[0], "predicted"] = "20 3 5 2"
+    yield "unsorted runs", _text(bad)
+
+
 class Layout:
     """How a competition's download and prepared folders look, for the generic preparer test: `labels` the
     download's CSV that `perturb` changes (another download version), `test_ids(private)` the graded ids,
@@ -495,5 +542,21 @@ def _tiff_stems(public, split):
 
 LAYOUTS[HUBMAP] = Layout("train.csv", lambda f: f.assign(encoding=[e.replace(" ", " 1", 1) for e in f["encoding"]]),
                          lambda private: set(pd.read_csv(private / "test.csv")["id"]), _tiff_stems)
-BUILDERS.update({OSIC: osic, COVID: covid, VINBIG: vinbig, HUBMAP: hubmap})
-SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions, VINBIG: vinbig_submissions, HUBMAP: hubmap_submissions}
+
+
+def _case_days(public, split):
+    return {p.name for p in (public / split).glob("*/*") if p.is_dir()}
+
+
+def _uw_test_days(private):
+    return {i.split("_slice_")[0] for i in pd.read_csv(private / "test.csv")["id"]}
+
+
+def _uw_perturb(frame):
+    return frame.assign(segmentation=frame["segmentation"].fillna("1 2"))
+
+
+LAYOUTS[UW] = Layout("train.csv", _uw_perturb, _uw_test_days, _case_days)
+BUILDERS.update({OSIC: osic, COVID: covid, VINBIG: vinbig, HUBMAP: hubmap, UW: uw})
+SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions, VINBIG: vinbig_submissions, HUBMAP: hubmap_submissions,
+               UW: uw_submissions}

@@ -285,6 +285,54 @@ def hubmap_kidney(raw: Path, public: Path, private: Path) -> None:
     shutil.copy(public / "sample_submission.csv", public / "test" / "sample_submission.csv")  # as MLE-bench
 
 
+def uw_madison_gi_tract(raw: Path, public: Path, private: Path) -> None:
+    """Split by case (10%, random_state 42), then every training case's days after its fourth to the test set
+    too (Kaggle's test had later days of training cases). The answers carry each slice's width and height
+    (from the scan file names) for decoding the RLE; public/test.csv lists the ids and organs to predict."""
+    from sklearn.model_selection import train_test_split
+
+    old_train = _read_csv(raw / "train.csv")
+    parts = old_train["id"].str.split("_")
+    old_train["case"], old_train["day"], old_train["slice"] = parts.str[0], parts.str[1], parts.str[-1]
+    cases = old_train["case"].unique()
+    train_cases, test_cases = train_test_split(cases, test_size=0.1, random_state=42)
+    old_train["set"] = ["test" if c in test_cases else "train" for c in old_train["case"]]
+    days = old_train[old_train["set"] == "train"].groupby("case")["day"].apply(set).reset_index()
+    for case, case_days in zip(days["case"], days["day"]):
+        if len(case_days) > 4:
+            later = sorted(case_days, key=lambda d: int(d[len("day"):]))[4:]
+            old_train.loc[old_train["case"].eq(case) & old_train["day"].isin(later), "set"] = "test"
+    scans = raw / "train"
+    for case in cases:  # whole cases to their split, then the later days of training cases to test/
+        _copy([case], scans, public / ("train" if case in train_cases else "test"))
+    for case, day in old_train.loc[old_train["set"] == "test", ["case", "day"]].drop_duplicates().itertuples(index=False):
+        source = public / "train" / case / f"{case}_{day}"
+        if source.exists():
+            target = public / "test" / case / f"{case}_{day}"
+            if target.exists():  # prepared before into the same folder
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(source), str(target))
+    new_train = old_train[old_train["set"] == "train"].copy()
+    new_test = old_train[old_train["set"] == "test"].copy()
+    for index, case, day, number in new_test[["case", "day", "slice"]].itertuples():
+        found = list((scans / case / f"{case}_{day}" / "scans").glob(f"slice_{number}_*.png"))
+        if len(found) != 1:
+            raise SourceLayoutError(f"{scans / case / f'{case}_{day}' / 'scans'}: expected one slice_{number}_*.png, "
+                                    f"found {len(found)}")
+        width, height = (int(v) for v in found[0].stem.split("_")[2:4])
+        new_test.loc[index, "image_width"] = width  # a new column set row by row: floats, as MLE-bench writes them
+        new_test.loc[index, "image_height"] = height
+    helper = ["set", "case", "day", "slice"]
+    new_train, new_test = new_train.drop(columns=helper), new_test.drop(columns=helper)
+    sample = new_test.drop(columns=["image_height", "image_width"]).assign(segmentation="1 1 5 2")
+    sample.rename(columns={"segmentation": "predicted"}).to_csv(public / "sample_submission.csv", index=False, na_rep="")
+    new_test = new_test.rename(columns={"segmentation": "predicted"})
+    new_test.to_csv(private / "test.csv", index=False, na_rep="")
+    new_train.to_csv(public / "train.csv", index=False, na_rep="")
+    new_test.drop(columns=["predicted", "image_width", "image_height"]).to_csv(public / "test.csv", index=False, na_rep="")
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
@@ -295,6 +343,7 @@ PREPARERS = {
     "siim-covid19-detection": siim_covid19,
     "vinbigdata-chest-xray-abnormalities-detection": vinbigdata,
     "hubmap-kidney-segmentation": hubmap_kidney,
+    "uw-madison-gi-tract-image-segmentation": uw_madison_gi_tract,
 }
 
 

@@ -164,7 +164,8 @@ def graders() -> dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]]:
 
     return {**GRADERS, "siim-covid19-detection": detection.siim_covid19,
             "vinbigdata-chest-xray-abnormalities-detection": detection.vinbigdata,
-            "hubmap-kidney-segmentation": segmentation.hubmap_kidney}
+            "hubmap-kidney-segmentation": segmentation.hubmap_kidney,
+            "uw-madison-gi-tract-image-segmentation": segmentation.uw_madison_gi_tract}
 
 
 def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
@@ -174,7 +175,10 @@ def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> 
         fn = table[competition]
     except KeyError:
         raise LookupError(f"no MLE-bench grader for {competition!r} (have: {', '.join(sorted(table))})") from None
-    return round(fn(submission, answers), 5)
+    score = fn(submission, answers)
+    if not np.isfinite(score):  # MLE-bench records a NaN score (nothing graded); no number to rank here
+        raise InvalidSubmission(f"the score is {score} (nothing was graded)")
+    return round(score, 5)
 
 
 __all__ = ["GRADERS", "InvalidSubmission", "graders", "RANZCR_CLASSES", "auroc_inputs", "grade", "laplace_log_likelihood"]
