@@ -497,6 +497,56 @@ def uw_submissions(answers, rng):
     yield "unsorted runs", _text(bad)
 
 
+SPINE = "rsna-2022-cervical-spine-fracture-detection"
+SPINE_COLUMNS = ["patient_overall", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]
+
+
+def spine(raw):
+    """Kaggle's train.csv (StudyInstanceUID, patient_overall, C1-C7), train_bounding_boxes.csv (30 studies),
+    segmentations/<uid>.nii (20 studies, 10 of them with boxes too) and train_images/<uid>/<n>.dcm."""
+    rng = np.random.default_rng(12)
+    uids = [f"1.2.826.0.1.3680043.{rng.integers(1, 32000)}" for _ in range(60)]
+    rows, boxes = [], []
+    for uid in uids:
+        vertebrae = (rng.random(7) < 0.15).astype(int)
+        rows.append({"StudyInstanceUID": uid, "patient_overall": int(vertebrae.any()),
+                     **{f"C{k + 1}": int(v) for k, v in enumerate(vertebrae)}})
+        (raw / "train_images" / uid).mkdir(parents=True)
+        for n in (1, 2):
+            (raw / "train_images" / uid / f"{n}.dcm").write_bytes(b"DICM" + uid.encode())
+    for uid in uids[:30]:
+        for sl in sorted(rng.choice(300, 2, replace=False)):
+            boxes.append({"StudyInstanceUID": uid, "x": round(float(rng.uniform(50, 300)), 2), "y": round(float(rng.uniform(50, 300)), 2),
+                          "width": round(float(rng.uniform(10, 60)), 2), "height": round(float(rng.uniform(10, 60)), 2),
+                          "slice_number": int(sl)})
+    (raw / "segmentations").mkdir()
+    for uid in uids[20:40]:
+        (raw / "segmentations" / f"{uid}.nii").write_bytes(b"NII" + uid.encode())
+    pd.DataFrame(rows).to_csv(raw / "train.csv", index=False)
+    pd.DataFrame(boxes).to_csv(raw / "train_bounding_boxes.csv", index=False)
+
+
+def spine_submissions(answers, rng):
+    truth = answers[["row_id", "fractured"]]
+    yield "perfect", _text(truth)
+    yield "the sample submission (0.5)", _text(truth.assign(fractured=0.5))
+    noisy = truth.assign(fractured=np.clip(truth["fractured"] * 0.5 + rng.random(len(truth)) * 0.5, 0, 1).round(4))
+    yield "noisy", _text(noisy)
+    yield "shuffled rows", _text(noisy.sample(frac=1, random_state=3))
+    yield "inverted (clipped at 1e-15)", _text(truth.assign(fractured=1 - truth["fractured"]))
+    yield "one row short", _text(noisy.iloc[1:])
+    yield "missing fractured column", _text(noisy[["row_id"]])
+    above = noisy.copy()
+    above.loc[above.index[0], "fractured"] = 1.5
+    yield "probability above 1", _text(above)
+    gap = noisy.copy()
+    gap.loc[gap.index[0], "fractured"] = float("nan")
+    yield "a missing probability", _text(gap)
+    unknown = noisy.copy()
+    unknown.loc[unknown.index[0], "row_id"] = "1.2.3_C1"
+    yield "unknown row_id", _text(unknown)
+
+
 class Layout:
     """How a competition's download and prepared folders look, for the generic preparer test: `labels` the
     download's CSV that `perturb` changes (another download version), `test_ids(private)` the graded ids,
@@ -557,6 +607,9 @@ def _uw_perturb(frame):
 
 
 LAYOUTS[UW] = Layout("train.csv", _uw_perturb, _uw_test_days, _case_days)
-BUILDERS.update({OSIC: osic, COVID: covid, VINBIG: vinbig, HUBMAP: hubmap, UW: uw})
+LAYOUTS[SPINE] = Layout("train.csv", lambda f: f.assign(C1=1 - f["C1"]),
+                        lambda private: set(pd.read_csv(private / "answers.csv")["StudyInstanceUID"]),
+                        lambda public, split: _folders(public, f"{split}_images"))
+BUILDERS.update({OSIC: osic, COVID: covid, VINBIG: vinbig, HUBMAP: hubmap, UW: uw, SPINE: spine})
 SUBMISSIONS = {OSIC: osic_submissions, COVID: covid_submissions, VINBIG: vinbig_submissions, HUBMAP: hubmap_submissions,
-               UW: uw_submissions}
+               UW: uw_submissions, SPINE: spine_submissions}

@@ -64,7 +64,7 @@ def test_every_task_has_its_grader_preparer_and_golden_cases():
         fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True), fx.BREAST: (0.49, True),
         fx.ISIC: (0.945, True), fx.OSIC: (-6.841, True),
         fx.COVID: (0.623, True), fx.VINBIG: (0.289, True),
-        fx.HUBMAP: (0.948, True), fx.UW: (0.879, True)}
+        fx.HUBMAP: (0.948, True), fx.UW: (0.879, True), fx.SPINE: (0.276, True)}
 
 
 def fake_checkout(tmp_path, competition, digests=None, description=True):

@@ -333,6 +333,43 @@ def uw_madison_gi_tract(raw: Path, public: Path, private: Path) -> None:
     new_test.drop(columns=["predicted", "image_width", "image_height"]).to_csv(public / "test.csv", index=False, na_rep="")
 
 
+def rsna_cervical_spine(raw: Path, public: Path, private: Path) -> None:
+    """MLE-bench keeps 10% of the studies for training (not for testing): Python's random.Random(0) draws, in
+    MLE-bench's order, the studies with boxes and a segmentation, then with a segmentation only, then with boxes
+    only (each 10% of its kind), then the rest; every other study is a test study, its eight targets melted
+    into rows <StudyInstanceUID>_<target>."""
+    import random
+
+    rng = random.Random(0)
+    old_train = _read_csv(raw / "train.csv")
+    n_train = round(len(old_train) * 0.1)
+    bboxes = _read_csv(raw / "train_bounding_boxes.csv")
+    bbox_ids = sorted(bboxes["StudyInstanceUID"].unique())
+    seg_ids = sorted(f.stem for f in (raw / "segmentations").glob("*.nii"))
+    overlap = [uid for uid in bbox_ids if uid in seg_ids]
+    n_overlap, n_seg, n_bbox = round(len(overlap) * 0.1), round(len(seg_ids) * 0.1), round(len(bbox_ids) * 0.1)
+    chosen_overlap = rng.sample(overlap, n_overlap)
+    more_seg = rng.sample([uid for uid in seg_ids if uid not in overlap], n_seg - n_overlap)
+    more_bbox = rng.sample([uid for uid in bbox_ids if uid not in overlap], n_bbox - n_overlap)
+    seg_train, bbox_train = chosen_overlap + more_seg, chosen_overlap + more_bbox
+    train_ids = chosen_overlap + more_seg + more_bbox
+    train_ids += rng.sample([uid for uid in old_train["StudyInstanceUID"] if uid not in train_ids], n_train - len(train_ids))
+    train = old_train[old_train["StudyInstanceUID"].isin(train_ids)].copy()
+    train.to_csv(public / "train.csv", index=False)
+    bboxes[bboxes["StudyInstanceUID"].isin(bbox_train)].to_csv(public / "train_bounding_boxes.csv", index=False)
+    answers = old_train[~old_train["StudyInstanceUID"].isin(train_ids)].melt(
+        id_vars="StudyInstanceUID", var_name="prediction_type", value_name="fractured")
+    answers["row_id"] = answers["StudyInstanceUID"] + "_" + answers["prediction_type"]
+    answers.to_csv(private / "answers.csv", index=False)
+    answers[["row_id", "fractured"]].assign(fractured=0.5).to_csv(public / "sample_submission.csv", index=False)
+    test = answers.drop(columns=["fractured"])
+    test.to_csv(public / "test.csv", index=False)
+    (public / "segmentations").mkdir(exist_ok=True)
+    _copy(seg_train, raw / "segmentations", public / "segmentations", ".nii")
+    _copy(train["StudyInstanceUID"], raw / "train_images", public / "train_images")
+    _copy(test["StudyInstanceUID"].unique(), raw / "train_images", public / "test_images")
+
+
 PREPARERS = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
@@ -344,6 +381,7 @@ PREPARERS = {
     "vinbigdata-chest-xray-abnormalities-detection": vinbigdata,
     "hubmap-kidney-segmentation": hubmap_kidney,
     "uw-madison-gi-tract-image-segmentation": uw_madison_gi_tract,
+    "rsna-2022-cervical-spine-fracture-detection": rsna_cervical_spine,
 }
 
 

@@ -148,6 +148,44 @@ def laplace_log_likelihood(fvc_true, fvc_pred, confidence) -> float:
     return float(np.mean(-np.sqrt(2) * error / sd - np.log(np.sqrt(2) * sd)))
 
 
+SPINE_COLUMNS = ["patient_overall", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]
+# the competition's weights (Kaggle discussion 340392): patient_overall 7 / 14, each vertebra 1 / 2 (negative / positive)
+SPINE_WEIGHTS = {0: np.array([7, 1, 1, 1, 1, 1, 1, 1], dtype=float), 1: np.array([14, 2, 2, 2, 2, 2, 2, 2], dtype=float)}
+
+
+def rsna_cervical_spine(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """The weighted binary log loss of `fractured` by `row_id` (<StudyInstanceUID>_<patient_overall|C1..C7>),
+    per study normalised by its weights, averaged over studies; probabilities clipped to [1e-15, 1 - 1e-15]."""
+    for col in ("row_id", "fractured"):
+        if col not in submission.columns:
+            raise InvalidSubmission(f"Submission is missing the `{col}` column.")
+    try:
+        in_range = bool(submission["fractured"].between(0, 1).all())  # NaN is not between: refused here first
+    except TypeError as e:  # text among the numbers: MLE-bench's comparison fails, an invalid submission
+        raise InvalidSubmission(f"Submission `fractured` values must be numbers ({e})") from None
+    if not in_range:
+        raise InvalidSubmission("Submission `fractured` values must be between 0 and 1.")
+    sub, ans = submission.sort_values(by="row_id"), answers.sort_values(by="row_id")
+    if len(sub) != len(ans) or (sub["row_id"].values != ans["row_id"].values).any():
+        raise InvalidSubmission("Submission should contain same ids as answers.")
+    y_pred, y_true = (_by_study(frame) for frame in (sub, ans))
+    p = np.clip(y_pred, 1e-15, 1 - 1e-15)
+    loss = -(y_true * np.log(p) + (1 - y_true) * np.log(1 - p))
+    weights = y_true * SPINE_WEIGHTS[1] + (1 - y_true) * SPINE_WEIGHTS[0]
+    return float(np.mean((loss * weights).sum(axis=1) / weights.sum(axis=1)))
+
+
+def _by_study(frame: pd.DataFrame) -> np.ndarray:
+    """(studies, 8) of `fractured`, studies in id order, columns SPINE_COLUMNS (row_id split at its first "_")."""
+    parts = frame["row_id"].str.split("_", n=1, expand=True)
+    wide = (frame.assign(study=parts[0], target=parts[1])
+            .pivot(index="study", columns="target", values="fractured").sort_index())
+    missing = [c for c in SPINE_COLUMNS if c not in wide.columns]
+    if missing:
+        raise InvalidSubmission(f"row_ids lack the targets {missing}")
+    return wide[SPINE_COLUMNS].to_numpy(dtype=float)
+
+
 GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
     "histopathologic-cancer-detection": histopathologic_cancer_detection,
     "rsna-miccai-brain-tumor-radiogenomic-classification": rsna_miccai_radiogenomic,
@@ -155,6 +193,7 @@ GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
     "rsna-breast-cancer-detection": rsna_breast_cancer,
     "siim-isic-melanoma-classification": siim_isic_melanoma,
     "osic-pulmonary-fibrosis-progression": osic_pulmonary_fibrosis,
+    "rsna-2022-cervical-spine-fracture-detection": rsna_cervical_spine,
 }
 
 
