@@ -270,6 +270,15 @@ def _jitter(prediction, rng, scale):
     return " ".join(out)
 
 
+def _broken_strings(valid, label):
+    """A valid submission with its first PredictionString broken: a word for the confidence, five values, empty."""
+    for name, value in (("a confidence that is not a number", f"{label} high 0 0 1 1"),
+                        ("five values for a box", f"{label} 1 0 0 1"), ("an empty PredictionString", "")):
+        bad = valid.copy()
+        bad.loc[bad.index[0], "PredictionString"] = value
+        yield name, _text(bad)
+
+
 def covid_submissions(answers, rng):
     truth = answers[["id", "PredictionString"]]
     yield "perfect", _text(truth)
@@ -289,15 +298,7 @@ def covid_submissions(answers, rng):
     unknown = noisy.copy()
     unknown.loc[unknown.index[0], "id"] = "000000000000_study"
     yield "unknown id", _text(unknown)
-    bad = noisy.copy()
-    bad.loc[bad.index[0], "PredictionString"] = "negative high 0 0 1 1"
-    yield "a confidence that is not a number", _text(bad)
-    short = noisy.copy()
-    short.loc[short.index[0], "PredictionString"] = "negative 1 0 0 1"
-    yield "five values for a box", _text(short)
-    empty = noisy.copy()
-    empty.loc[empty.index[0], "PredictionString"] = ""
-    yield "an empty PredictionString", _text(empty)
+    yield from _broken_strings(noisy, "negative")
 
 
 VINBIG = "vinbigdata-chest-xray-abnormalities-detection"
@@ -357,15 +358,7 @@ def vinbig_submissions(answers, rng):
     yield "an image given twice", _text(pd.concat([noisy, noisy.iloc[:1].assign(PredictionString="0 0.9 10 10 90 90")]))
     yield "one image missing", _text(noisy.iloc[1:])
     yield "missing PredictionString column", _text(noisy[["image_id"]])
-    bad = noisy.copy()
-    bad.loc[bad.index[0], "PredictionString"] = "14 high 0 0 1 1"
-    yield "a value that is not a number", _text(bad)
-    short = noisy.copy()
-    short.loc[short.index[0], "PredictionString"] = "14 1 0 0 1"
-    yield "five values for a box", _text(short)
-    empty = noisy.copy()
-    empty.loc[empty.index[0], "PredictionString"] = ""
-    yield "an empty PredictionString", _text(empty)
+    yield from _broken_strings(noisy, "14")
 
 
 HUBMAP = "hubmap-kidney-segmentation"

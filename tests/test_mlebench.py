@@ -77,19 +77,25 @@ def fake_checkout(tmp_path, competition, digests=None, description=True):
     return tmp_path / "mle-bench"
 
 
-@pytest.mark.parametrize("competition", sorted(fx.TARGETS))
-def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp_path, monkeypatch, capsys):
+def prepared_as_mlebench(competition, tmp_path):
+    """Prepare the fixture download with a checkout; the md5 of every CSV equals what MLE-bench's own
+    prepare.py wrote from the same download. (raw, checkout, public, private)"""
     raw = tmp_path / "raw"
     fx.BUILDERS[competition](raw)
     checkout = fake_checkout(tmp_path, competition)
     public, private = tmp_path / "public", tmp_path / "private"
     public.mkdir(), private.mkdir()
     prepare(public, private, source=raw, competition=competition, checkout=str(checkout))
-    # md5 of every CSV equals what MLE-bench's own prepare.py wrote from the same download
     expected = BY_MLEBENCH["checksums"][competition]
     assert {p.name: md5(p) for p in public.glob("*.csv")} == expected["public"]
     assert {p.name: md5(p) for p in private.glob("*.csv")} == expected["private"]
     assert "Kaggle's text" in (public / "description.md").read_text()
+    return raw, checkout, public, private
+
+
+@pytest.mark.parametrize("competition", sorted(fx.TARGETS))
+def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp_path, monkeypatch, capsys):
+    raw, checkout, public, private = prepared_as_mlebench(competition, tmp_path)
     answers = next(private.glob("*.csv")).name
     assert answers == TASKS[competition].spec.mlebench.answers and not (public / answers).exists() \
         or answers == "test.csv"
@@ -133,16 +139,8 @@ def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp
 def test_preparer_of_a_later_competition_makes_mlebench_split(competition, tmp_path, monkeypatch, capsys):
     """The same checks for the competitions added later, driven by their fixtures' Layout."""
     layout = fx.LAYOUTS[competition]
-    raw = tmp_path / "raw"
-    fx.BUILDERS[competition](raw)
-    checkout = fake_checkout(tmp_path, competition)
-    public, private = tmp_path / "public", tmp_path / "private"
-    public.mkdir(), private.mkdir()
-    prepare(public, private, source=raw, competition=competition, checkout=str(checkout))
+    raw, checkout, public, private = prepared_as_mlebench(competition, tmp_path)
     expected = BY_MLEBENCH["checksums"][competition]
-    assert {p.name: md5(p) for p in public.glob("*.csv")} == expected["public"]
-    assert {p.name: md5(p) for p in private.glob("*.csv")} == expected["private"]
-    assert "Kaggle's text" in (public / "description.md").read_text()
     answers = TASKS[competition].spec.mlebench.answers
     assert (private / answers).is_file() and not set(expected["private"]) & {"train.csv", "sample_submission.csv"}
     test_ids, train_ids = layout.public_ids(public, "test"), layout.public_ids(public, "train")
@@ -338,3 +336,30 @@ def test_siim_covid_map_is_mlebench_s_approximation_with_its_undefined_case():
     sub.loc[2, "PredictionString"] = "opacity 0.4 12 12 52 52 opacity 0.9 100 100 120 120"
     # opacity: (0, 0.9) (1, 0.4) and two (0, 0): AP 1/2; negative and typical: 1
     assert grading.grade(fx.COVID, sub, answers) == round((1 + 1 + 0.5) / 3, 5)
+
+
+@pytest.mark.parametrize("competition,case,graded", [
+    (fx.OSIC, "only some graded rows", lambda n: n // 2), (fx.OSIC, "noisy", lambda n: n),
+    (fx.UW, "organ rows reversed within each slice (paired by position)", lambda n: n // 3),
+    (fx.UW, "the last row missing (graded on the rest)", lambda n: n - 1)])
+def test_a_partly_graded_submission_keeps_mlebench_s_score_and_lowers_completion(competition, case, graded, tmp_path):
+    """MLE-bench grades OSIC's weeks that are there and UW's rows by position: the attack of submitting only the
+    rows one is sure of keeps MLE-bench's number as `score` but shows in the completion rate (Task = value x it)."""
+    from types import SimpleNamespace
+
+    from pytest_automedbench.rexmle.mlebench import evaluate, result_section
+
+    entry = GOLDEN["competitions"][competition]
+    golden = next(c for c in entry["cases"] if c["name"] == case)
+    spec = TASKS[competition].spec
+    (tmp_path / "out").mkdir(), (tmp_path / "private").mkdir()
+    (tmp_path / "out" / "submission.csv").write_text(golden["submission"])
+    (tmp_path / "private" / spec.mlebench.answers).write_text(entry["answers"])
+    track = evaluate(spec, tmp_path / "out", tmp_path / "private", tmp_path)
+    assert track.diagnostics["mlebench_score"] == golden["expected"]
+    assert track.n_valid == graded(track.n_cases) and track.n_cases > 0
+    if competition == fx.OSIC:  # three graded weeks per test patient
+        assert track.n_cases == 3 * pd.read_csv(io.StringIO(entry["answers"]))["Patient"].nunique()
+    section = result_section(SimpleNamespace(spec=spec), track)
+    assert (section.get("rows_graded"), section.get("rows_expected")) == (
+        (track.n_valid, track.n_cases) if track.n_valid < track.n_cases else (None, None))

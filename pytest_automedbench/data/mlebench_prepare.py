@@ -5,8 +5,9 @@ the prepared files against MLE-bench's checksums.yaml (md5) from the user's MLE-
 source=DIR, competition=ID)` by `automedbench prepare TASK --source DIR` with DIR the unzipped Kaggle
 download. Kaggle's description.md is copied from the checkout into public/ when it is there.
 
-The split is MLE-bench's own: the same sklearn `train_test_split` calls (random_state 0, the same
-test fractions), the same columns and CSV writing, so the md5 of every CSV equals MLE-bench's.
+The split is MLE-bench's own: the same sklearn `train_test_split` calls (the same random_state and
+test fractions; RSNA 2022: the same `random.Random(0)` draws), the same columns and CSV writing, so the
+md5 of every CSV equals MLE-bench's.
 """
 from __future__ import annotations
 

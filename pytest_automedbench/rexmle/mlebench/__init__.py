@@ -1,6 +1,9 @@
 """MLE-bench's medical competitions (task_suites/mlebench-medical/, docs/mlebench.md).
 
-    grading.py   MLE-bench's score per competition (its grade.py, rewritten), InvalidSubmission
+    grading.py   MLE-bench's score per competition (its grade.py, rewritten), InvalidSubmission, the
+                 classification and tabular graders and the table of all (`graders()`)
+    detection.py     SIIM-COVID-19's and VinBigData's graders (MLE-bench's own approximations of mAP)
+    segmentation.py  Kaggle RLE masks; HuBMAP's Dice, UW-Madison's Dice + 3D Hausdorff
     medals.py    MLE-bench's Kaggle medal thresholds (rank_score)
     checkout.py  what is read from the user's MLE-bench checkout ($AMB_MLEBENCH_DIR): leaderboards,
                  descriptions, checksums (Kaggle's content is not shipped here)
@@ -28,7 +31,7 @@ def _read_csv(path: Path):
 
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     """MLE-bench's grade of outputs/submission.csv; an invalid submission scores 0 with the reason."""
-    from .grading import InvalidSubmission, grade
+    from .grading import InvalidSubmission, grade, graded_share
 
     section = task.mlebench
     answers = _read_csv(Path(private) / section.answers)
@@ -51,8 +54,9 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     except ValueError as e:  # sklearn on degenerate input (e.g. NaN scores): MLE-bench records no score
         result.case_errors.append(CaseError.format(SUBMISSION, f"not gradable: {e}"[:300]))
         return result
-    result.n_valid = len(answers)
+    result.n_valid, result.n_cases = graded_share(section.competition, submission, answers)
     result.diagnostics["mlebench_score"] = score
+    result.diagnostics["mlebench_rows"] = [result.n_valid, result.n_cases]
     result.score = track_value(score, section.value_range)
     result.extra_files = sorted(p.name for p in Path(outputs).iterdir()
                                 if p.is_file() and p.name != SUBMISSION and not p.name.startswith("."))
@@ -77,6 +81,9 @@ def result_section(task, track: TrackResult) -> dict[str, Any]:
     score = track.diagnostics.get("mlebench_score")
     out: dict[str, Any] = {"competition": section.competition, "score": score, "valid": score is not None,
                            "human_value": section.human_value, "awards_medals": section.awards_medals}
+    rows = track.diagnostics.get("mlebench_rows")
+    if rows and rows[0] < rows[1]:  # graded on part of the test set (OSIC, UW-Madison: see graded_share)
+        out["rows_graded"], out["rows_expected"] = rows
     if score is not None:
         better = score < section.human_value if section.lower_is_better else score > section.human_value
         out["beats_human"] = bool(better) or score == section.human_value

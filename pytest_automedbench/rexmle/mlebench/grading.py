@@ -3,7 +3,8 @@ mlebench/competitions/<id>/grade.py and mlebench/competitions/utils.py; read, no
 
 Each grader takes the submission and the answers as DataFrames and returns the score, or raises
 InvalidSubmission with MLE-bench's reason (MLE-bench then records no score: an invalid submission).
-`grade()` rounds to 5 decimals as MLE-bench's Grader.__call__ does. Pinned against MLE-bench's own
+`grade()` rounds to 5 decimals as MLE-bench's Grader.__call__ does. The detection and segmentation
+competitions' graders are in detection.py and segmentation.py; `graders()` is the table of all 11. Pinned against MLE-bench's own
 code by tests/fixtures/mlebench/golden_grades.json (tests/test_mlebench_grading.py).
 """
 from __future__ import annotations
@@ -197,6 +198,24 @@ GRADERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]] = {
 }
 
 
+def graded_share(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> tuple[int, int]:
+    """(rows graded, rows that should be) of a gradable submission. Two of MLE-bench's graders score what they
+    find without asking for every row: OSIC grades the graded weeks a submission has (a submission of its one
+    best row scores on that row), UW-Madison pairs rows by position. The score stays MLE-bench's; the share
+    is the AutoMedBench completion rate, so Task = value x completion counts what was left out."""
+    if competition == "osic-pulmonary-fibrosis-progression":
+        measured = answers.dropna(subset=["FVC"])
+        week = measured["Patient_Week"].map(lambda pw: int(pw.split("_")[-1]))
+        expected = set(measured.loc[week.sort_values().index].groupby("Patient").tail(3)["Patient_Week"])
+        return len(expected & set(submission["Patient_Week"])), len(expected)
+    if competition == "uw-madison-gi-tract-image-segmentation":
+        n = min(len(submission), len(answers))
+        same = ((submission["id"].to_numpy()[:n] == answers["id"].to_numpy()[:n])
+                & (submission["class"].to_numpy()[:n] == answers["class"].to_numpy()[:n]))
+        return int(same.sum()), len(answers)
+    return len(answers), len(answers)
+
+
 def graders() -> dict[str, Callable[[pd.DataFrame, pd.DataFrame], float]]:
     """Every competition's grader: GRADERS and those of the detection and segmentation modules."""
     from . import detection, segmentation
@@ -220,4 +239,4 @@ def grade(competition: str, submission: pd.DataFrame, answers: pd.DataFrame) -> 
     return round(score, 5)
 
 
-__all__ = ["GRADERS", "InvalidSubmission", "graders", "RANZCR_CLASSES", "auroc_inputs", "grade", "laplace_log_likelihood"]
+__all__ = ["GRADERS", "InvalidSubmission", "graded_share", "graders", "RANZCR_CLASSES", "auroc_inputs", "grade", "laplace_log_likelihood"]
