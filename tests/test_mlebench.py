@@ -4,6 +4,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -363,3 +364,28 @@ def test_a_partly_graded_submission_keeps_mlebench_s_score_and_lowers_completion
     section = result_section(SimpleNamespace(spec=spec), track)
     assert (section.get("rows_graded"), section.get("rows_expected")) == (
         (track.n_valid, track.n_cases) if track.n_valid < track.n_cases else (None, None))
+
+
+def test_hausdorff_3d_equals_directed_hausdorff_both_ways():
+    """The KD-tree distance is MLE-bench's directed_hausdorff distance (to rounding), also for volumes of
+    different shapes (coordinates over the true volume's shape)."""
+    from scipy.spatial.distance import directed_hausdorff
+
+    from pytest_automedbench.rexmle.mlebench.segmentation import hausdorff_3d
+
+    rng = np.random.default_rng(4)
+    for k in range(40):
+        t_shape = tuple(int(v) for v in rng.integers(2, 12, 3))
+        p_shape = t_shape if k % 3 else tuple(int(v) for v in rng.integers(2, 12, 3))
+        truth = (rng.random(t_shape) < 0.2).astype(np.uint8)
+        pred = (rng.random(p_shape) < 0.1).astype(np.uint8)
+        if not truth.any() or not pred.any() or pred.sum() > 10 * truth.sum():
+            continue
+        scale = np.array(t_shape, dtype=float)
+        a, b = np.argwhere(truth) / scale, np.argwhere(pred) / scale
+        expected = max(directed_hausdorff(a, b)[0], directed_hausdorff(b, a)[0]) / np.sqrt(3)
+        assert hausdorff_3d(pred, truth) == pytest.approx(expected, abs=1e-12)
+    empty = np.zeros((2, 3, 3), dtype=np.uint8)
+    full = np.ones((2, 3, 3), dtype=np.uint8)
+    assert np.isnan(hausdorff_3d(empty, empty)) and hausdorff_3d(full, full) == 0.0
+    assert hausdorff_3d(empty, full) == 1.0 == hausdorff_3d(full, empty)

@@ -99,10 +99,14 @@ def dice_of_masks(predicted: np.ndarray, truth: np.ndarray, both_empty: float) -
 
 
 def hausdorff_3d(predicted: np.ndarray, truth: np.ndarray) -> float:
-    """MLE-bench's 3D Hausdorff distance of two volumes, in the unit cube (coordinates over the true volume's
-    shape, divided by sqrt 3): NaN when both are empty, 0 when equal, 1 when one is empty or the prediction
-    has over 10 times the true voxels."""
-    from scipy.spatial.distance import directed_hausdorff
+    """MLE-bench's 3D Hausdorff distance of two volumes, in the unit cube (voxel coordinates over the true
+    volume's shape, divided by sqrt 3): NaN when both are empty, 0 when equal, 1 when one is empty or the
+    prediction has over 10 times the true voxels.
+
+    MLE-bench takes it with scipy's directed_hausdorff, which takes minutes on one case-day when the two are
+    far apart (its early break rarely fires); here each direction is the largest nearest-neighbour distance
+    from scipy's KD-tree: the same distance, to rounding, in about a second."""
+    from scipy.spatial import cKDTree
 
     n_pred, n_true = int(predicted.sum()), int(truth.sum())
     if n_pred == 0 and n_true == 0:
@@ -113,7 +117,9 @@ def hausdorff_3d(predicted: np.ndarray, truth: np.ndarray) -> float:
         return 1.0
     scale = np.array(truth.shape, dtype=float)
     a, b = np.argwhere(truth) / scale, np.argwhere(predicted) / scale
-    return max(directed_hausdorff(a, b)[0], directed_hausdorff(b, a)[0]) / np.sqrt(3)
+    a_to_b = cKDTree(b).query(a, k=1)[0].max()
+    b_to_a = cKDTree(a).query(b, k=1)[0].max()
+    return float(max(a_to_b, b_to_a) / np.sqrt(3))
 
 
 def _case_days(rows: list[tuple[str, str, tuple[int, int]]]) -> list[list[list[tuple[str, tuple[int, int]]]]]:
