@@ -389,3 +389,22 @@ def test_hausdorff_3d_equals_directed_hausdorff_both_ways():
     full = np.ones((2, 3, 3), dtype=np.uint8)
     assert np.isnan(hausdorff_3d(empty, empty)) and hausdorff_3d(full, full) == 0.0
     assert hausdorff_3d(empty, full) == 1.0 == hausdorff_3d(full, empty)
+
+
+def test_any_grader_exception_is_the_agent_s_invalid_submission(tmp_path, monkeypatch):
+    """MLE-bench's Grader.__call__ records any exception of a grader as an invalid submission: an error the
+    agent's file causes past the checks (numpy, pandas) is a format case error, never a harness error."""
+    from pytest_automedbench.rexmle.mlebench import evaluate
+
+    spec = TASKS[fx.HCD].spec
+    (tmp_path / "out").mkdir(), (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "answers.csv").write_text("id,label\na,0\nb,1\n")
+    (tmp_path / "out" / "submission.csv").write_text("id,label\na,0.2\nb,0.9\n")
+
+    def broken(*_):
+        raise TypeError("'<' not supported between instances of 'str' and 'int'")
+
+    monkeypatch.setattr(grading, "grade", broken)
+    track = evaluate(spec, tmp_path / "out", tmp_path / "private", tmp_path)
+    assert track.n_valid == 0 and track.diagnostics["mlebench_score"] is None
+    assert "not gradable: TypeError" in track.case_errors[0].problem

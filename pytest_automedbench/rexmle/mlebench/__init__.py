@@ -51,8 +51,10 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     except InvalidSubmission as e:
         result.case_errors.append(CaseError.format(SUBMISSION, f"invalid submission: {e}"))
         return result
-    except ValueError as e:  # sklearn on degenerate input (e.g. NaN scores): MLE-bench records no score
-        result.case_errors.append(CaseError.format(SUBMISSION, f"not gradable: {e}"[:300]))
+    except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
+        # numpy/pandas/sklearn on input the checks let through (NaN scores, ids of mixed types): MLE-bench's
+        # Grader.__call__ records any exception as an invalid submission; the agent's file caused it
+        result.case_errors.append(CaseError.format(SUBMISSION, f"not gradable: {type(e).__name__}: {e}"[:300]))
         return result
     result.n_valid, result.n_cases = graded_share(section.competition, submission, answers)
     result.diagnostics["mlebench_score"] = score
