@@ -408,3 +408,13 @@ def test_any_grader_exception_is_the_agent_s_invalid_submission(tmp_path, monkey
     track = evaluate(spec, tmp_path / "out", tmp_path / "private", tmp_path)
     assert track.n_valid == 0 and track.diagnostics["mlebench_score"] is None
     assert "not gradable: TypeError" in track.case_errors[0].problem
+
+
+def test_a_value_range_with_equal_ends_is_a_clear_task_error(tmp_path):
+    from pytest_automedbench.tasks.loader import TaskSpecError
+
+    source = (SUITE / "osic-pulmonary-fibrosis-progression" / "osic.task.yaml").read_text()
+    bad = tmp_path / "osic.task.yaml"
+    bad.write_text(source.replace("value_range: [-8.600902, -4.595069]", "value_range: [1.0, 1.0]"))
+    with pytest.raises(TaskSpecError, match="mlebench.*the two ends must differ"):
+        load_task_file(bad)
