@@ -4,6 +4,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -12,7 +13,7 @@ import mlebench_fixtures as fx
 from pytest_automedbench.agents import make_agent
 from pytest_automedbench.data import build, task_data
 from pytest_automedbench.data.mlebench_prepare import ChecksumMismatch, md5, prepare
-from pytest_automedbench.rexmle.mlebench import grading, medals
+from pytest_automedbench.rexmle.mlebench import grading, medals, track_value
 from pytest_automedbench.runner import execute
 from pytest_automedbench.settings import RunSettings
 from pytest_automedbench.tasks import load_task_file
@@ -43,7 +44,8 @@ def test_grader_equals_mlebench_on_its_golden_cases(competition, case):
     if isinstance(expected, dict):  # MLE-bench records no score: invalid, with its reason
         with pytest.raises(grading.InvalidSubmission) as e:
             grading.grade(competition, submission, answers)
-        assert str(e.value) == expected["invalid"].removeprefix("AssertionError: ")
+        if expected.get("exception", "AssertionError") == "AssertionError":  # MLE-bench's message (not numpy's)
+            assert str(e.value) == expected["invalid"].removeprefix("AssertionError: ")
     else:
         assert grading.grade(competition, submission, answers) == expected
 
@@ -51,7 +53,7 @@ def test_grader_equals_mlebench_on_its_golden_cases(competition, case):
 def test_every_task_has_its_grader_preparer_and_golden_cases():
     from pytest_automedbench.data.mlebench_prepare import PREPARERS
 
-    assert sorted(TASKS) == COMPETITIONS == sorted(grading.GRADERS) == sorted(PREPARERS)
+    assert sorted(TASKS) == COMPETITIONS == sorted(grading.graders()) == sorted(PREPARERS)
     for comp, task in TASKS.items():
         spec = task.spec
         assert spec.policy.inference_only is False and spec.tiers.available() == ["pro"]
@@ -61,7 +63,9 @@ def test_every_task_has_its_grader_preparer_and_golden_cases():
     # ReX-MLE's Table 2 human values; HCD awards no Kaggle medals (MLE-bench's config.yaml)
     assert {c: (t.spec.mlebench.human_value, t.spec.mlebench.awards_medals) for c, t in TASKS.items()} == {
         fx.HCD: (0.983, False), fx.RANZCR: (0.973, True), fx.RSNA_RG: (0.6, True), fx.BREAST: (0.49, True),
-        fx.ISIC: (0.945, True)}
+        fx.ISIC: (0.945, True), fx.OSIC: (-6.841, True),
+        fx.COVID: (0.623, True), fx.VINBIG: (0.289, True),
+        fx.HUBMAP: (0.948, True), fx.UW: (0.879, True), fx.SPINE: (0.276, True)}
 
 
 def fake_checkout(tmp_path, competition, digests=None, description=True):
@@ -74,19 +78,25 @@ def fake_checkout(tmp_path, competition, digests=None, description=True):
     return tmp_path / "mle-bench"
 
 
-@pytest.mark.parametrize("competition", COMPETITIONS)
-def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp_path, monkeypatch, capsys):
+def prepared_as_mlebench(competition, tmp_path):
+    """Prepare the fixture download with a checkout; the md5 of every CSV equals what MLE-bench's own
+    prepare.py wrote from the same download. (raw, checkout, public, private)"""
     raw = tmp_path / "raw"
     fx.BUILDERS[competition](raw)
     checkout = fake_checkout(tmp_path, competition)
     public, private = tmp_path / "public", tmp_path / "private"
     public.mkdir(), private.mkdir()
     prepare(public, private, source=raw, competition=competition, checkout=str(checkout))
-    # md5 of every CSV equals what MLE-bench's own prepare.py wrote from the same download
     expected = BY_MLEBENCH["checksums"][competition]
     assert {p.name: md5(p) for p in public.glob("*.csv")} == expected["public"]
     assert {p.name: md5(p) for p in private.glob("*.csv")} == expected["private"]
     assert "Kaggle's text" in (public / "description.md").read_text()
+    return raw, checkout, public, private
+
+
+@pytest.mark.parametrize("competition", sorted(fx.TARGETS))
+def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp_path, monkeypatch, capsys):
+    raw, checkout, public, private = prepared_as_mlebench(competition, tmp_path)
     answers = next(private.glob("*.csv")).name
     assert answers == TASKS[competition].spec.mlebench.answers and not (public / answers).exists() \
         or answers == "test.csv"
@@ -126,6 +136,32 @@ def test_preparer_makes_mlebench_split_and_checks_its_checksums(competition, tmp
     assert "split not checked against MLE-bench's checksums (no MLE-bench checkout" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("competition", sorted(fx.LAYOUTS))
+def test_preparer_of_a_later_competition_makes_mlebench_split(competition, tmp_path, monkeypatch, capsys):
+    """The same checks for the competitions added later, driven by their fixtures' Layout."""
+    layout = fx.LAYOUTS[competition]
+    raw, checkout, public, private = prepared_as_mlebench(competition, tmp_path)
+    expected = BY_MLEBENCH["checksums"][competition]
+    answers = TASKS[competition].spec.mlebench.answers
+    assert (private / answers).is_file() and not set(expected["private"]) & {"train.csv", "sample_submission.csv"}
+    test_ids, train_ids = layout.public_ids(public, "test"), layout.public_ids(public, "train")
+    assert test_ids == layout.test_ids(private) and train_ids and not train_ids & test_ids
+
+    # Another download (labels changed): the answers file is named
+    frame = pd.read_csv(raw / layout.labels)
+    layout.perturb(frame).to_csv(raw / layout.labels, index=False)
+    for side in (public, private):
+        for p in side.glob("*.csv"):
+            p.unlink()
+    with pytest.raises(ChecksumMismatch) as e:
+        prepare(public, private, source=raw, competition=competition, checkout=str(checkout))
+    assert f"private/{answers}: md5" in str(e.value) and "MLE-bench's checksums.yaml says" in str(e.value)
+
+    monkeypatch.delenv("AMB_MLEBENCH_DIR", raising=False)
+    prepare(public, private, source=raw, competition=competition)
+    assert "split not checked against MLE-bench's checksums (no MLE-bench checkout" in capsys.readouterr().err
+
+
 def test_a_download_in_the_wrong_layout_is_one_clear_line(tmp_path):
     from pytest_automedbench.data.mlebench_prepare import SourceLayoutError
 
@@ -158,12 +194,15 @@ def test_kaggle_medal_thresholds_by_team_count():
 
 
 def write_solution(tmp_path, competition) -> Path:
-    """A tiny fixture solution: the sample submission with the training labels' mean per class."""
+    """A tiny fixture solution: the sample submission with varied probabilities (the later competitions: the
+    sample submission as it is, a valid one for each)."""
+    vary = ("sub[sub.columns[1:]] = [[(k % 3) / 2 for _ in sub.columns[1:]] for k in range(len(sub))]\n"
+            if competition in fx.TARGETS else "")
     steps = [{"execute_code": {"language": "python", "code": (
         "import os, pandas as pd\n"
         "pub = os.environ['AMB_PUBLIC_DIR']\n"
-        "sub = pd.read_csv(os.path.join(pub, 'sample_submission.csv'))\n"
-        "sub[sub.columns[1:]] = [[(k % 3) / 2 for _ in sub.columns[1:]] for k in range(len(sub))]\n"
+        "sub = pd.read_csv(os.path.join(pub, 'sample_submission.csv'), keep_default_na=False)\n"
+        + vary +
         "os.makedirs(os.environ['AMB_OUTPUT_DIR'], exist_ok=True)\n"
         "sub.to_csv(os.path.join(os.environ['AMB_OUTPUT_DIR'], 'submission.csv'), index=False)\n")}},
         {"submit_results": {}}]
@@ -189,7 +228,7 @@ def test_each_task_prepares_runs_a_fixture_solution_and_is_graded(competition, t
     answers = pd.read_csv(data.private / task.spec.mlebench.answers)
     submission = pd.read_csv(tmp_path / "runs" / r["run_id"] / "workspace" / "outputs" / "submission.csv")
     assert m["score"] == grading.grade(competition, submission, answers)  # the grader's number, unchanged
-    assert r["task_metrics"]["value"] == pytest.approx(m["score"])
+    assert r["task_metrics"]["value"] == pytest.approx(track_value(m["score"], task.spec.mlebench.value_range))
     assert m["n_teams"] == 20 and m["human_value"] == task.spec.mlebench.human_value
     assert r["band_medal"] in ("A", "B", "C", "F")
     if not task.spec.mlebench.awards_medals:
@@ -274,3 +313,108 @@ def test_tfrecord_reader_reads_the_image_ids_and_refuses_a_damaged_file(tmp_path
     fx.write_tfrecord(path, [fx.example({"image": b"xx"})])
     with pytest.raises(TFRecordError, match="record 0 has no bytes feature 'image_name'"):
         ids(path)
+
+
+def test_track_value_places_a_score_outside_0_1_between_the_tasks_ends():
+    osic = TASKS[fx.OSIC].spec.mlebench
+    assert track_value(-4.59507, osic.value_range) == pytest.approx(1.0, abs=1e-5)  # the metric's maximum
+    assert track_value(osic.human_value, osic.value_range) == pytest.approx(0.4393, abs=1e-4)
+    assert track_value(-12.98, osic.value_range) == 0.0 and track_value(-8.600902, osic.value_range) == 0.0
+    assert track_value(0.25, (0.693147, 0.0)) == pytest.approx(1 - 0.25 / 0.693147)  # a loss: larger end first
+    assert track_value(0.9, (0.693147, 0.0)) == 0.0 and track_value(0.97, None) == 0.97
+
+
+def test_siim_covid_map_is_mlebench_s_approximation_with_its_undefined_case():
+    """A class whose every pair is a hit has no AP in scikit-learn; MLE-bench asserts, so it is invalid."""
+    answers = pd.DataFrame({"id": ["a_study", "b_study"], "PredictionString": ["typical 1 0 0 1 1"] * 2})
+    with pytest.raises(grading.InvalidSubmission, match="y_true is all 1s"):
+        grading.grade(fx.COVID, answers.copy(), answers)
+    answers.loc[1, "PredictionString"] = "negative 1 0 0 1 1"
+    assert grading.grade(fx.COVID, answers.copy(), answers) == 1.0
+    # a row with neither a box nor a prediction of a class is a (0, 0) pair: a study row for "opacity"
+    answers.loc[2] = ["c_image", "opacity 1 10 10 50 50"]
+    sub = answers.copy()
+    sub.loc[2, "PredictionString"] = "opacity 0.4 12 12 52 52 opacity 0.9 100 100 120 120"
+    # opacity: (0, 0.9) (1, 0.4) and two (0, 0): AP 1/2; negative and typical: 1
+    assert grading.grade(fx.COVID, sub, answers) == round((1 + 1 + 0.5) / 3, 5)
+
+
+@pytest.mark.parametrize("competition,case,graded", [
+    (fx.OSIC, "only some graded rows", lambda n: n // 2), (fx.OSIC, "noisy", lambda n: n),
+    (fx.UW, "organ rows reversed within each slice (paired by position)", lambda n: n // 3),
+    (fx.UW, "the last row missing (graded on the rest)", lambda n: n - 1)])
+def test_a_partly_graded_submission_keeps_mlebench_s_score_and_lowers_completion(competition, case, graded, tmp_path):
+    """MLE-bench grades OSIC's weeks that are there and UW's rows by position: the attack of submitting only the
+    rows one is sure of keeps MLE-bench's number as `score` but shows in the completion rate (Task = value x it)."""
+    from types import SimpleNamespace
+
+    from pytest_automedbench.rexmle.mlebench import evaluate, result_section
+
+    entry = GOLDEN["competitions"][competition]
+    golden = next(c for c in entry["cases"] if c["name"] == case)
+    spec = TASKS[competition].spec
+    (tmp_path / "out").mkdir(), (tmp_path / "private").mkdir()
+    (tmp_path / "out" / "submission.csv").write_text(golden["submission"])
+    (tmp_path / "private" / spec.mlebench.answers).write_text(entry["answers"])
+    track = evaluate(spec, tmp_path / "out", tmp_path / "private", tmp_path)
+    assert track.diagnostics["mlebench_score"] == golden["expected"]
+    assert track.n_valid == graded(track.n_cases) and track.n_cases > 0
+    if competition == fx.OSIC:  # three graded weeks per test patient
+        assert track.n_cases == 3 * pd.read_csv(io.StringIO(entry["answers"]))["Patient"].nunique()
+    section = result_section(SimpleNamespace(spec=spec), track)
+    assert (section.get("rows_graded"), section.get("rows_expected")) == (
+        (track.n_valid, track.n_cases) if track.n_valid < track.n_cases else (None, None))
+
+
+def test_hausdorff_3d_equals_directed_hausdorff_both_ways():
+    """The KD-tree distance is MLE-bench's directed_hausdorff distance (to rounding), also for volumes of
+    different shapes (coordinates over the true volume's shape)."""
+    from scipy.spatial.distance import directed_hausdorff
+
+    from pytest_automedbench.rexmle.mlebench.segmentation import hausdorff_3d
+
+    rng = np.random.default_rng(4)
+    for k in range(40):
+        t_shape = tuple(int(v) for v in rng.integers(2, 12, 3))
+        p_shape = t_shape if k % 3 else tuple(int(v) for v in rng.integers(2, 12, 3))
+        truth = (rng.random(t_shape) < 0.2).astype(np.uint8)
+        pred = (rng.random(p_shape) < 0.1).astype(np.uint8)
+        if not truth.any() or not pred.any() or pred.sum() > 10 * truth.sum():
+            continue
+        scale = np.array(t_shape, dtype=float)
+        a, b = np.argwhere(truth) / scale, np.argwhere(pred) / scale
+        expected = max(directed_hausdorff(a, b)[0], directed_hausdorff(b, a)[0]) / np.sqrt(3)
+        assert hausdorff_3d(pred, truth) == pytest.approx(expected, abs=1e-12)
+    empty = np.zeros((2, 3, 3), dtype=np.uint8)
+    full = np.ones((2, 3, 3), dtype=np.uint8)
+    assert np.isnan(hausdorff_3d(empty, empty)) and hausdorff_3d(full, full) == 0.0
+    assert hausdorff_3d(empty, full) == 1.0 == hausdorff_3d(full, empty)
+
+
+def test_any_grader_exception_is_the_agent_s_invalid_submission(tmp_path, monkeypatch):
+    """MLE-bench's Grader.__call__ records any exception of a grader as an invalid submission: an error the
+    agent's file causes past the checks (numpy, pandas) is a format case error, never a harness error."""
+    from pytest_automedbench.rexmle.mlebench import evaluate
+
+    spec = TASKS[fx.HCD].spec
+    (tmp_path / "out").mkdir(), (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "answers.csv").write_text("id,label\na,0\nb,1\n")
+    (tmp_path / "out" / "submission.csv").write_text("id,label\na,0.2\nb,0.9\n")
+
+    def broken(*_):
+        raise TypeError("'<' not supported between instances of 'str' and 'int'")
+
+    monkeypatch.setattr(grading, "grade", broken)
+    track = evaluate(spec, tmp_path / "out", tmp_path / "private", tmp_path)
+    assert track.n_valid == 0 and track.diagnostics["mlebench_score"] is None
+    assert "not gradable: TypeError" in track.case_errors[0].problem
+
+
+def test_a_value_range_with_equal_ends_is_a_clear_task_error(tmp_path):
+    from pytest_automedbench.tasks.loader import TaskSpecError
+
+    source = (SUITE / "osic-pulmonary-fibrosis-progression" / "osic.task.yaml").read_text()
+    bad = tmp_path / "osic.task.yaml"
+    bad.write_text(source.replace("value_range: [-8.600902, -4.595069]", "value_range: [1.0, 1.0]"))
+    with pytest.raises(TaskSpecError, match="mlebench.*the two ends must differ"):
+        load_task_file(bad)

@@ -222,6 +222,15 @@ class MLEBench(Strict):
     human_value: float  # the ReX-MLE paper's Table 2 "Human" value
     lower_is_better: bool = False
     metric: str = "auroc"
+    # (score at track value 0, score at 1): the track value of a score outside [0, 1] (OSIC's log likelihood,
+    # a log loss) is its place between the two, clipped; None: the score is the value (clipped to [0, 1])
+    value_range: tuple[float, float] | None = None
+
+    @model_validator(mode="after")
+    def _range(self) -> "MLEBench":
+        if self.value_range is not None and self.value_range[0] == self.value_range[1]:
+            raise ValueError("value_range: the two ends must differ")
+        return self
 
 
 class Solution(Strict):

@@ -1,6 +1,9 @@
 """MLE-bench's medical competitions (task_suites/mlebench-medical/, docs/mlebench.md).
 
-    grading.py   MLE-bench's score per competition (its grade.py, rewritten), InvalidSubmission
+    grading.py   MLE-bench's score per competition (its grade.py, rewritten), InvalidSubmission, the
+                 classification and tabular graders and the table of all (`graders()`)
+    detection.py     SIIM-COVID-19's and VinBigData's graders (MLE-bench's own approximations of mAP)
+    segmentation.py  Kaggle RLE masks; HuBMAP's Dice, UW-Madison's Dice + 3D Hausdorff
     medals.py    MLE-bench's Kaggle medal thresholds (rank_score)
     checkout.py  what is read from the user's MLE-bench checkout ($AMB_MLEBENCH_DIR): leaderboards,
                  descriptions, checksums (Kaggle's content is not shipped here)
@@ -28,7 +31,7 @@ def _read_csv(path: Path):
 
 def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     """MLE-bench's grade of outputs/submission.csv; an invalid submission scores 0 with the reason."""
-    from .grading import InvalidSubmission, grade
+    from .grading import InvalidSubmission, grade, graded_share
 
     section = task.mlebench
     answers = _read_csv(Path(private) / section.answers)
@@ -48,16 +51,27 @@ def evaluate(task, outputs: Path, private: Path, public: Path) -> TrackResult:
     except InvalidSubmission as e:
         result.case_errors.append(CaseError.format(SUBMISSION, f"invalid submission: {e}"))
         return result
-    except ValueError as e:  # sklearn on degenerate input (e.g. NaN scores): MLE-bench records no score
-        result.case_errors.append(CaseError.format(SUBMISSION, f"not gradable: {e}"[:300]))
+    except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
+        # numpy/pandas/sklearn on input the checks let through (NaN scores, ids of mixed types): MLE-bench's
+        # Grader.__call__ records any exception as an invalid submission; the agent's file caused it
+        result.case_errors.append(CaseError.format(SUBMISSION, f"not gradable: {type(e).__name__}: {e}"[:300]))
         return result
-    result.n_valid = len(answers)
+    result.n_valid, result.n_cases = graded_share(section.competition, submission, answers)
     result.diagnostics["mlebench_score"] = score
-    # the track value is in [0, 1]; for a lower-is-better metric it is not the score (none shipped yet)
-    result.score = min(max(score, 0.0), 1.0)
+    result.diagnostics["mlebench_rows"] = [result.n_valid, result.n_cases]
+    result.score = track_value(score, section.value_range)
     result.extra_files = sorted(p.name for p in Path(outputs).iterdir()
                                 if p.is_file() and p.name != SUBMISSION and not p.name.startswith("."))
     return result
+
+
+def track_value(score: float, value_range: tuple[float, float] | None) -> float:
+    """The track value in [0, 1] of an MLE-bench score: the score itself, or its place between the task's
+    `value_range` ends (score at 0, score at 1; a lower-is-better score has the larger end first), clipped."""
+    if value_range is not None:
+        at_zero, at_one = value_range
+        score = (score - at_zero) / (at_one - at_zero)
+    return min(max(score, 0.0), 1.0)
 
 
 def result_section(task, track: TrackResult) -> dict[str, Any]:
@@ -69,6 +83,9 @@ def result_section(task, track: TrackResult) -> dict[str, Any]:
     score = track.diagnostics.get("mlebench_score")
     out: dict[str, Any] = {"competition": section.competition, "score": score, "valid": score is not None,
                            "human_value": section.human_value, "awards_medals": section.awards_medals}
+    rows = track.diagnostics.get("mlebench_rows")
+    if rows and rows[0] < rows[1]:  # graded on part of the test set (OSIC, UW-Madison: see graded_share)
+        out["rows_graded"], out["rows_expected"] = rows
     if score is not None:
         better = score < section.human_value if section.lower_is_better else score > section.human_value
         out["beats_human"] = bool(better) or score == section.human_value
@@ -87,4 +104,4 @@ def medal(section: dict[str, Any]) -> str | None:
     return section.get("medal") or ("above_median" if section.get("above_median") else None)
 
 
-__all__ = ["SUBMISSION", "evaluate", "medal", "result_section"]
+__all__ = ["SUBMISSION", "evaluate", "medal", "result_section", "track_value"]
