@@ -38,7 +38,7 @@ import re
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .base import Adapter, InstallError, Launch, venv_install
 
@@ -131,8 +131,8 @@ class MLMaster(Adapter):
             return []
         config = run / "config_mcts.yaml"
         found = re.search(r"parallel_search_num:\s*(\d+)", config.read_text(errors="replace")) if config.is_file() else None
-        events = log_events(log.read_text(encoding="utf-8", errors="replace").splitlines(),
-                            parallel=bool(found and int(found.group(1)) > 1))
+        with log.open(encoding="utf-8", errors="replace") as lines:
+            events = log_events(lines, parallel=bool(found and int(found.group(1)) > 1))
         best = run / "best_solution.py"
         if best.is_file():
             events.append({"tool": "agent_result", "started_s": None, "name": "best_solution.py",
@@ -144,16 +144,20 @@ class MLMaster(Adapter):
                 "a separate plan file (ML-Master plans per node in its model replies; no plan.md unless its code writes one)"]
 
 
-def log_records(lines: Iterable[str]) -> list[tuple[str, str, str]]:
-    """(time stamp, level, message) per log record; lines without the prefix continue the message."""
-    records: list[list[str]] = []
+def log_records(lines: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+    """(time stamp, level, message) per log record; lines without the prefix continue the message.
+    A generator: a 12-hour run's verbose log (every prompt) is read one record at a time."""
+    record: list[str] | None = None
     for line in lines:
-        m = _LINE.match(line)
+        m = _LINE.match(line.rstrip("\n"))
         if m:
-            records.append([m.group(1), m.group(2), m.group(3)])
-        elif records:
-            records[-1][2] += "\n" + line
-    return [(a, b, c) for a, b, c in records]
+            if record is not None:
+                yield record[0], record[1], "\n".join(record[2:])
+            record = [m.group(1), m.group(2), m.group(3)]
+        elif record is not None:
+            record.append(line.rstrip("\n"))
+    if record is not None:
+        yield record[0], record[1], "\n".join(record[2:])
 
 
 def _wall(stamp: str) -> float | None:

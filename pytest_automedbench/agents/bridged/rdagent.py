@@ -187,11 +187,12 @@ class RDAgent(Adapter):
         if not path.is_file():
             return []
         records = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
+        with path.open(encoding="utf-8", errors="replace") as lines:  # one record a line, read as they come
+            for line in lines:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue
         return record_events(records)
 
     def not_observable(self) -> list[str]:
