@@ -3,8 +3,9 @@
 Read in the 1.0.0 wheel (``pip download rdagent==1.0.0 --no-deps``) and microsoft/RD-Agent 471eb30d.
 
 - Install: ``automedbench agents install rdagent`` makes a venv ``<agents>/rdagent/venv`` with
-  ``--system-site-packages`` over the harness's interpreter and ``pip install rdagent==1.0.0``
-  into it (its dependencies are many: LiteLLM, LangChain, Streamlit, MLflow, Prefect ...).
+  ``--system-site-packages`` over the harness's interpreter and ``pip install rdagent==1.0.0
+  coverage`` into it (its dependencies are many: LiteLLM, LangChain, Streamlit, MLflow, Prefect ...;
+  1.6 GB, 9 minutes here; its scenario checks that the code env runs ``python -m coverage``).
 - No Docker, no conda: its code runs through ``LocalEnv`` (``DS_Coder_CoSTEER_env_type=conda``
   and ``DS_Runner_CoSTEER_env_type=conda``; ``utils/env.py``), which only asks ``conda run -n
   NAME --no-capture-output env`` for the PATH to put first. The cell answers that with a
@@ -141,7 +142,8 @@ class RDAgent(Adapter):
 
     def install(self, agents_dir: Path) -> Path:
         version = os.environ.get("AMB_RDAGENT_VERSION") or VERSION
-        venv_install(self.venv(agents_dir), [f"rdagent=={version}"], timeout_s=1800)
+        # coverage: its scenario checks that the code env runs `python -m coverage` (scen/__init__.py)
+        venv_install(self.venv(agents_dir), [f"rdagent=={version}", "coverage"], timeout_s=1800)
         return self.install_dir(agents_dir)
 
     def environment(self, agents_dir: Path, limits: Any) -> dict[str, str]:
@@ -156,6 +158,7 @@ class RDAgent(Adapter):
             "LOG_TRACE_PATH": f'"$AMB_WORKSPACE/{LOG}"',
             "BACKEND": "rdagent.oai.backend.LiteLLMAPIBackend",
             "CHAT_MODEL": "openai/amb-chat", "EMBEDDING_MODEL": "openai/amb-embedding",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # LiteLLM fetches its price map from GitHub otherwise
             "AMB_RDAGENT_BIN": str(self.venv(agents_dir) / "bin"),
             "PATH": '"$AMB_RDAGENT_TMP/bin:$PATH"',
         }
