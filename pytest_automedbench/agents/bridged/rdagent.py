@@ -113,6 +113,8 @@ def main(trace, events, outputs):
     sota = None
     with open(events, "w") as f:
         for msg in FileStorage(trace).iter_msg() if Path(trace).is_dir() else []:
+            if msg.tag.rsplit(".", 1)[-1].startswith("debug_"):
+                continue  # its own copies of every prompt and template: the gateway has the calls
             try:
                 data = summary(msg.content)
             except Exception as exc:
