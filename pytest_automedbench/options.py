@@ -85,7 +85,7 @@ def check_bridged(model: str, agent_models: str | None) -> None:
 
     if model.partition(":")[0] not in BRIDGED_KINDS:
         if agent_models:
-            raise SettingsError("--amb-agent-models: only bridged agents (claude-code, aide, codex) take models by role")
+            raise SettingsError("--amb-agent-models: only bridged agents (" + ", ".join(BRIDGED_KINDS) + ") take models by role")
         return
     from .agents.bridged import check_bridged_model
 

@@ -19,9 +19,9 @@ from .suites import did_you_mean
 
 #: The built-in --amb-model kinds and forms (the contract in docs/agents.md).
 AGENT_NAMES = ("reference", "null", "script", "claude", "gpt", "openai", "command",
-               "claude-code", "aide", "codex")  # the last three: bridged agents (agents/bridged/)
+               "claude-code", "aide", "codex", "ml-master", "rdagent")  # from claude-code on: agents.BRIDGED_KINDS
 AGENT_FORMS = ("reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD, claude-code[:ID], "
-               "aide[:ID], codex[:ID]")
+               "aide[:ID], codex[:ID], ml-master[:ID], rdagent[:ID]")
 _GPU_ID = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
 
 

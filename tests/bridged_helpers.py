@@ -7,7 +7,8 @@ from conftest import FIXTURES
 from pytest_automedbench.agents.bridged import adapter_for, agents_dir
 
 AGENTS = agents_dir()
-HOW = {"claude-code": "npm", "codex": "npm", "aide": "PyPI"}
+HOW = {"claude-code": "npm", "codex": "npm", "aide": "PyPI", "rdagent": "PyPI",
+       "ml-master": "a git checkout named by AMB_ML_MASTER_SRC"}
 
 
 def needs_installed(name: str):
@@ -21,6 +22,29 @@ def solve_command(python: str = "python") -> str:
     """A shell command that solves the tiny task with threshold_agent.py (written to /tmp first)."""
     return ("cat > /tmp/solve.py <<'AMB_EOF'\n" + (FIXTURES / "agents" / "threshold_agent.py").read_text()
             + f"AMB_EOF\n{python} /tmp/solve.py < TASK.md")
+
+
+def solved_run(pytester, result) -> tuple[dict, list[dict]]:
+    """(the run's result, its trace) of a pytester session that ran one bridged run, which must
+    have passed: submitted and scored above 0.95 on the tiny task."""
+    import json
+
+    from conftest import read_results
+
+    (folder,) = sorted((pytester.path / "reports" / "runs").iterdir())
+    trace = [json.loads(line) for line in (folder / "trace.jsonl").read_text().splitlines()]
+    result.assert_outcomes(passed=1)
+    run = read_results(pytester)["runs"][0]
+    assert run["submitted"] is True and run["task_metrics"]["value"] > 0.95
+    return run, trace
+
+
+def metered_exactly(trace: list[dict], mock) -> list[dict]:
+    """The counted llm_call events, checked against what the mock served (same token counts)."""
+    metered = [e for e in trace if e["tool"] == "llm_call" and e["counted"]]
+    assert sorted((e["input"], e["output"], e["cache_read"]) for e in metered) == \
+        sorted((u["input"], u["output"], u["cache_read"]) for u in mock.usage_log)
+    return metered
 
 
 def canary_hits(root, canary: str) -> list[str]:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
-from bridged_helpers import canary_hits, needs_installed
-from conftest import FIXTURES, read_results
+from bridged_helpers import canary_hits, metered_exactly, needs_installed, solved_run
+from conftest import FIXTURES
 from pytest_automedbench.testing.mock_llm import answer_by_request
 
 CANARY = "sk-ant-CANARY-91e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4"
@@ -43,14 +42,8 @@ def test_aide_solves_the_tiny_task_through_the_gateway(tiny_suite, pytester, moc
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("AMB_AIDE_STEPS", "1")
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=aide:claude-sonnet-4-6")
-    (folder,) = sorted((pytester.path / "reports" / "runs").iterdir())
-    trace = [json.loads(line) for line in (folder / "trace.jsonl").read_text().splitlines()]
-    r.assert_outcomes(passed=1)
-    run = read_results(pytester)["runs"][0]
-    assert run["submitted"] is True and run["task_metrics"]["value"] > 0.95
-    metered = [e for e in trace if e["tool"] == "llm_call" and e["counted"]]
-    assert sorted((e["input"], e["output"], e["cache_read"]) for e in metered) == \
-        sorted((u["input"], u["output"], u["cache_read"]) for u in mock_llm.usage_log)
+    _, trace = solved_run(pytester, r)
+    metered = metered_exactly(trace, mock_llm)
     assert {e["role"] for e in metered} >= {"chat", "feedback"} and all(e["translated"] for e in metered)
     nodes = [e for e in trace if (e.get("native") or {}).get("aide_stage")]
     assert nodes and nodes[0]["native"]["aide_stage"] == "draft" and "np.digitize" in nodes[0]["code"]

@@ -110,3 +110,24 @@ def test_not_installed_names_the_install_command(tiny_suite, pytester, canary_en
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=claude-code", f"--amb-agents-dir={tmp_path}")
     assert r.ret != 0
     assert "automedbench agents install claude-code" in r.stdout.str() + r.stderr.str()
+
+
+def test_reports_mark_bridged_runs(tmp_path):
+    """leaderboard.md and index.html say which runs were a bridged agent program (a suffix on the
+    model, a note under the table); other models are not marked."""
+    from report_runs import make_session
+    from pytest_automedbench.reporting.controller import results_document, write_reports
+
+    runs = make_session(tmp_path / "runs", repeats=1)
+    for r in runs:
+        if r["model"] == "command:./my-agent":
+            r["model"] = "aide:claude-sonnet-4-6"
+            r.setdefault("provenance", {})["bridged"] = "aide"
+    paths = write_reports(results_document(runs, {}), tmp_path / "out", tmp_path / "runs")
+    md = paths["markdown"].read_text() if "markdown" in paths else (tmp_path / "out" / "leaderboard.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert any(line.startswith("| aide:claude-sonnet-4-6 (bridged) |") for line in rows)
+    assert not any("claude:claude-sonnet-4-5 (bridged)" in line or "openai:gpt-5 (bridged)" in line for line in rows)
+    assert "(bridged): a third-party agent program (aide) run unmodified through the LLM gateway" in md
+    page = paths["html"].read_text()
+    assert "aide:claude-sonnet-4-6 (bridged)" in page and "gpt-5 (bridged)" not in page

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
-import pytest
 
-from bridged_helpers import canary_hits, needs_installed, solve_command
+from bridged_helpers import canary_hits, metered_exactly, needs_installed, solve_command, solved_run
 from conftest import read_results
 
 CANARY = "sk-proj-CANARY-5d4c3b2a1908f7e6d5c4b3a29180f7e6"
@@ -45,3 +44,28 @@ def test_codex_solves_the_tiny_task_through_the_gateway(tiny_suite, pytester, mo
     assert cells and "solve.py" in cells[0]["code"] and "wrote 3 outputs" in cells[0]["stdout"]
     hits = canary_hits(pytester.path / "reports", CANARY)
     assert hits == []
+
+
+CANARY_A = "sk-ant-CANARY-c0dexc1aude0translated0000000000"
+
+
+def claude_solver(request: dict, api: str) -> dict:
+    assert api == "anthropic", api  # Codex's /v1/responses, translated to Messages
+    tools = [t.get("name") for t in request.get("tools") or []]
+    if "exec_command" in tools and "tool_result" not in json.dumps(request.get("messages")):
+        return {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": SOLVE}}],
+                "usage": {"input": 2800, "output": 80, "cache_read": 300}}
+    return {"text": "Done.", "usage": {"input": 3300, "output": 3, "cache_read": 2000}}
+
+
+def test_codex_on_an_anthropic_model_through_the_responses_translation(tiny_suite, pytester, mock_llm, monkeypatch):
+    mock_llm.responder = claude_solver
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY_A)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=codex:claude-sonnet-4-6")
+    _, trace = solved_run(pytester, r)
+    metered = metered_exactly(trace, mock_llm)
+    assert all(e["endpoint"] == "responses" and e["translated"] and e["provider"] == "anthropic" for e in metered)
+    cells = [e for e in trace if (e.get("native") or {}).get("name") == "exec_command"]
+    assert cells and "wrote 3 outputs" in cells[0]["stdout"]
+    assert canary_hits(pytester.path / "reports", CANARY_A) == []

@@ -247,6 +247,15 @@ def _sdk_script(tmp_path, body: str):
     return script
 
 
+def run_in_cell(gateway, run, script, *forwarder_args: str) -> subprocess.CompletedProcess:
+    """`script` as a cell runs an agent: under the forwarder, with the run's token and no provider variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+    env["AMB_GATEWAY_TOKEN"] = run.token
+    return subprocess.run([sys.executable, str(gateway.forwarder_path), "--socket", str(gateway.socket_path),
+                           *forwarder_args, "--", sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
 def test_real_sdks_through_the_forwarder(gateway, mock, tmp_path):
     """The cell's path: forwarder on 127.0.0.1 -> unix socket; both SDKs, streaming and not."""
     run = open_run(gateway, "claude-sonnet-4-6")
@@ -263,10 +272,7 @@ def test_real_sdks_through_the_forwarder(gateway, mock, tmp_path):
         print("O", "".join(c.choices[0].delta.content or "" for c in chunks if c.choices))
         assert "CANARY" not in repr(dict(os.environ))
     """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
-    env["AMB_GATEWAY_TOKEN"] = run.token
-    out = subprocess.run([sys.executable, str(gateway.forwarder_path), "--socket", str(gateway.socket_path), "--",
-                          sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    out = run_in_cell(gateway, run, script)
     assert out.returncode == 0, out.stderr
     assert "A Done." in out.stdout and "O Done." in out.stdout
     assert [c.status for c in run.calls] == [200, 200, 200]
@@ -286,11 +292,7 @@ def test_forwarder_ends_the_agent_when_the_limit_is_hit(gateway, mock, tmp_path)
                 print("refused:", e.message, flush=True)
         time.sleep(300)  # a stubborn agent: the forwarder must end it
     """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
-    env["AMB_GATEWAY_TOKEN"] = run.token
-    out = subprocess.run([sys.executable, str(gateway.forwarder_path), "--socket", str(gateway.socket_path),
-                          "--grace", "2", "--", sys.executable, str(script)], env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = run_in_cell(gateway, run, script, "--grace", "2")
     assert out.returncode == 128 + 15, (out.stdout, out.stderr)
     assert "call 0 ok" in out.stdout and "call 1 ok" not in out.stdout
     assert "ended the run (max_turns)" in out.stderr
@@ -345,3 +347,115 @@ def test_an_unprivileged_cell_user_reaches_the_gateway(gateway, mock):
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["Done.", "not", "listable"] and run.calls[-1].status == 200
+
+
+# -- /v1/responses and /v1/embeddings when the provider speaks Messages
+
+RESPONSES_TOOLS = [{"type": "function", "name": "exec_command", "description": "run a command", "strict": False,
+                    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}},
+                   {"type": "custom", "name": "apply_patch", "description": "edit files"},
+                   {"type": "web_search"}]
+
+
+def test_responses_agent_on_anthropic_provider_is_translated_with_tools(gateway, mock):
+    run = open_run(gateway, "claude-sonnet-4-6")
+    mock.add({"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "ls"}}],
+              "usage": {"input": 70, "output": 12, "cache_read": 20, "cache_write": 3}})
+    resp, data = call(gateway, run.token, "/v1/responses", {
+        "model": "gpt-5-codex", "instructions": "be brief", "tools": RESPONSES_TOOLS, "tool_choice": "required",
+        "max_output_tokens": 64, "store": False, "reasoning": {"effort": "high"},
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+                  {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"},
+                  {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": '{"cmd": "pwd"}'},
+                  {"type": "function_call_output", "call_id": "call_1", "output": "/workspace"},
+                  {"type": "custom_tool_call", "call_id": "call_2", "name": "apply_patch", "input": "*** Begin Patch"},
+                  {"type": "custom_tool_call_output", "call_id": "call_2", "output": "Done"}]})
+    assert resp.status == 200, data
+    reply = json.loads(data)
+    (item,) = reply["output"]
+    assert item["type"] == "function_call" and item["name"] == "exec_command" and json.loads(item["arguments"]) == {"cmd": "ls"}
+    assert item["call_id"] and reply["status"] == "completed" and reply["model"] == "gpt-5-codex"
+    assert reply["usage"]["input_tokens"] == 93 and reply["usage"]["output_tokens"] == 12
+    assert reply["usage"]["input_tokens_details"]["cached_tokens"] == 20
+    sent = mock.requests[-1]["json"]
+    assert sent["model"] == "claude-sonnet-4-6" and sent["system"] == "be brief" and sent["max_tokens"] == 64
+    assert sent["tool_choice"] == {"type": "any"} and [t["name"] for t in sent["tools"]] == ["exec_command", "apply_patch"]
+    assert sent["tools"][1]["input_schema"]["properties"] == {"input": {"type": "string"}}  # freeform -> one string
+    roles = [(m["role"], [b["type"] for b in m["content"]]) for m in sent["messages"]]
+    assert roles == [("user", ["text"]), ("assistant", ["tool_use"]), ("user", ["tool_result"]),
+                     ("assistant", ["tool_use"]), ("user", ["tool_result"])]
+    assert sent["messages"][1]["content"][0] == {"type": "tool_use", "id": "call_1", "name": "exec_command",
+                                                 "input": {"cmd": "pwd"}}
+    assert sent["messages"][3]["content"][0]["input"] == {"input": "*** Begin Patch"}
+    (event,) = run.calls
+    assert event.translated and event.endpoint == "responses" and event.dropped_reasoning == 1
+    assert (event.input, event.output, event.cache_read, event.cache_write) == (70, 12, 20, 3) and not event.estimated
+
+
+def test_custom_tool_calls_come_back_as_custom_items(gateway, mock):
+    run = open_run(gateway, "claude-sonnet-4-6")
+    mock.add({"tool_calls": [{"name": "apply_patch", "arguments": {"input": "*** Begin Patch\n*** End Patch"}}]})
+    resp, data = call(gateway, run.token, "/v1/responses", {"model": "m", "tools": RESPONSES_TOOLS, "input": "edit"})
+    (item,) = json.loads(data)["output"]
+    assert item == {**item, "type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"}
+
+
+def test_responses_through_the_openai_sdk_streamed_and_json(gateway, mock, tmp_path):
+    """The OpenAI SDK parses the translated event sequence (typed events) and the JSON output."""
+    run = open_run(gateway, "claude-sonnet-4-6")
+    mock.add({"text": "streamed through a translation", "usage": {"input": 11, "output": 5}})
+    script = _sdk_script(tmp_path, """
+        import json, openai
+        o = openai.OpenAI(max_retries=0)
+        kinds, text = [], ""
+        for ev in o.responses.create(model="gpt-5", input="hi", stream=True):
+            kinds.append(ev.type)
+            if ev.type == "response.output_text.delta":
+                text += ev.delta
+            if ev.type == "response.completed":
+                print("USAGE", ev.response.usage.input_tokens, ev.response.usage.output_tokens)
+        print("TEXT", text)
+        print("KINDS", kinds[0], kinds[-1])
+        schema = {"type": "object", "properties": {"is_bug": {"type": "boolean"}}, "required": ["is_bug"]}
+        r = o.responses.create(model="gpt-5", input="review",
+                               text={"format": {"type": "json_schema", "name": "review", "schema": schema}})
+        print("JSON", json.loads(r.output_text))
+    """)
+    out = run_in_cell(gateway, run, script)
+    assert out.returncode == 0, out.stderr
+    assert "TEXT streamed through a translation" in out.stdout and "USAGE 11 5" in out.stdout
+    assert "KINDS response.created response.completed" in out.stdout and "JSON {'is_bug': False}" in out.stdout
+    assert mock.requests[-1]["json"]["tool_choice"] == {"type": "tool", "name": "amb_json_output"}
+    assert [(c.stream, c.translated, c.input, c.output) for c in run.calls][0] == (True, True, 11, 5)
+
+
+def test_counts_the_provider_did_not_report_are_estimated_and_marked(gateway, mock):
+    run = open_run(gateway, "claude-sonnet-4-6")
+    mock.add({"malformed": json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "c",
+                                       "content": [{"type": "text", "text": "no usage here"}], "stop_reason": "end_turn"})})
+    resp, data = call(gateway, run.token, "/v1/responses", {"model": "gpt-5", "input": "x" * 400})
+    assert resp.status == 200, data
+    assert json.loads(data)["output"][0]["content"][0]["text"] == "no usage here"
+    (event,) = run.calls
+    assert event.estimated and event.input >= 100 and event.output >= 1
+    assert run.totals()["estimated"] is True
+
+
+def test_previous_response_id_cannot_be_translated(gateway, mock):
+    run = open_run(gateway, "claude-sonnet-4-6")
+    resp, data = call(gateway, run.token, "/v1/responses", {"model": "m", "input": "x", "previous_response_id": "resp_1"})
+    assert resp.status == 400 and "previous_response_id" in json.loads(data)["error"]["message"]
+    assert not mock.requests and run.totals()["calls"] == 0
+
+
+def test_embeddings_on_an_anthropic_role_is_a_501_naming_the_provider(gateway, mock):
+    routes = {**parse_agent_models(None, "claude-sonnet-4-6"),
+              "embedding": parse_agent_models("embedding=anthropic:claude-sonnet-4-6", "x")["embedding"]}
+    run = gateway.open_run("r", routes)
+    resp, data = call(gateway, run.token, "/v1/embeddings", {"model": "text-embedding-3-small", "input": "a"})
+    error = json.loads(data)["error"]
+    assert resp.status == 501 and "anthropic provider has no embeddings" in error["message"]
+    assert "embedding=openai:MODEL" in error["message"] and not mock.requests
+    assert run.totals()["calls"] == 0 and run.calls[-1].counted is False
+    with pytest.raises(ProviderError, match="role embedding .*no embeddings"):
+        check_routes(routes, {ANTHROPIC: Provider(ANTHROPIC, "http://x", "k")})

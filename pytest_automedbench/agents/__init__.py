@@ -2,7 +2,7 @@
 
 Names (a public contract, see docs/agents.md): reference, null, script:PATH, claude,
 claude:<model-id>, gpt, openai:<model-id>, command:<shell command>, and the bridged agents
-claude-code[:ID], aide[:ID], codex[:ID] (agents/bridged/, through the LLM gateway); anything else is offered
+claude-code[:ID], aide[:ID], codex[:ID], ml-master[:ID], rdagent[:ID] (agents/bridged/, through the LLM gateway); anything else is offered
 to plugins through the `pytest_amb_make_agent` hook.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable
 from .base import Agent, AgentError, Reply, ToolCall, Usage
 
 #: Third-party agent programs run through the LLM gateway (agents/bridged/).
-BRIDGED_KINDS = ("claude-code", "aide", "codex")
+BRIDGED_KINDS = ("claude-code", "aide", "codex", "ml-master", "rdagent")
 from .scripted import NullAgent, ScriptAgent, StepFileError
 
 
@@ -47,7 +47,7 @@ def make_agent(spec: str, task=None, *, plugin_hook: Callable[..., Any] | None =
         if agent is not None:
             return agent
     raise AgentError(f"unknown agent {spec!r} (built in: reference, null, script:PATH, claude[:ID], "
-                     "gpt, openai:ID, command:CMD, claude-code[:ID], aide[:ID], codex[:ID]; others come from plugins via pytest_amb_make_agent)")
+                     "gpt, openai:ID, command:CMD, claude-code[:ID], aide[:ID], codex[:ID], ml-master[:ID], rdagent[:ID]; others come from plugins via pytest_amb_make_agent)")
 
 
 __all__ = ["Agent", "AgentError", "BRIDGED_KINDS", "AgentUnavailable", "NullAgent", "Reply", "ScriptAgent", "StepFileError",

@@ -14,7 +14,7 @@ from ..agents.bridged import BRIDGED_KINDS, InstallError, adapter_for, agents_di
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("agents", help="install and list the bridged agents (claude-code, aide, codex)",
+    p = subparsers.add_parser("agents", help="install and list the bridged agents (" + ", ".join(BRIDGED_KINDS) + ")",
                               description=__doc__)
     sub = p.add_subparsers(dest="agents_command", metavar="ACTION")
     inst = sub.add_parser("install", help="install agents into the agents folder")

@@ -5,7 +5,8 @@
 - `forwarder.py`: the standard-library TCP -> unix-socket forwarder a cell runs on 127.0.0.1,
   which also keeps the agent's process group (and ends it when the run's limit is hit).
 - `providers`: upstream providers from the harness environment; models by role.
-- `translate`: Chat Completions <-> Messages. `wire`: usage, errors, server-sent events.
+- `translate`: Chat Completions <-> Messages; `responses`: Responses <-> Messages (through Chat).
+  `wire`: usage, errors, server-sent events.
 - `runs`: a run's token, limits and `LLMCall` events.
 
 See docs/agents.md ("The LLM gateway").

@@ -15,7 +15,7 @@ import ssl
 import time
 from typing import Any
 
-from . import translate
+from . import responses, translate
 from .providers import ANTHROPIC, OPENAI, Provider, Route, role_for
 from .runs import LLMCall, RunBinding
 from .wire import StreamMeter, estimate_tokens, sse_events, start_event_stream, usage_of
@@ -48,6 +48,8 @@ class Call:
         self.h, self.binding, self.wire, self.kind, self.body = handler, binding, wire, kind, body
         self.asked = body.get("model") if isinstance(body.get("model"), str) else None
         self.stream = bool(body.get("stream"))
+        # a Responses call to a Messages provider: (its Chat request, its custom tools, reasoning items dropped)
+        self.from_responses: tuple[dict[str, Any], set[str], int] | None = None
         self.started = time.monotonic()
         self.event = LLMCall(started_s=round(binding.elapsed(), 4), endpoint=kind, wire=wire, provider=None,
                              model_asked=self.asked, model_served=None, role=None, status=0, stream=self.stream)
@@ -80,13 +82,20 @@ class Call:
         if self.kind == "messages.count_tokens":
             self.count_tokens(provider, route)
             return
+        if self.kind == "embeddings" and route.wire != OPENAI:
+            self.refuse(501, f"the {route.wire} provider has no embeddings endpoint (role {role}: {route.model}); "
+                             "serve embeddings with an OpenAI-compatible model: --amb-agent-models embedding=openai:MODEL",
+                        "not_implemented")
+            return
+        if self.kind == "responses" and route.wire != OPENAI:
+            try:
+                self.from_responses = responses.responses_to_chat(self.body)
+            except responses.Untranslatable as exc:
+                self.refuse(400, f"/v1/responses on the {route.wire} provider: {exc}")
+                return
         reason = binding.admit()
         if reason is not None:
             self.refuse(400, f"the run's limit {reason} is reached; the run is over", "invalid_request_error")
-            return
-        if self.kind in ("responses", "embeddings") and route.wire != OPENAI:
-            self.refuse(400, f"{self.kind} needs an OpenAI-compatible provider for role {role}; "
-                             f"{route.model} is served by {route.wire} (not translated in version 1)", counted=True)
             return
         if route.wire == self.wire:
             self.passthrough(provider, route)
@@ -194,7 +203,11 @@ class Call:
     # -- different wire formats: translate, call without streaming, answer in the agent's format
     def translated(self, provider: Provider, route: Route) -> None:
         self.event.translated = True
-        if self.wire == OPENAI:
+        if self.from_responses is not None:  # Responses -> Chat -> Messages
+            chat_request, _, dropped_items = self.from_responses
+            t = translate.chat_to_messages(chat_request, route.model)
+            t.dropped_reasoning += dropped_items
+        elif self.wire == OPENAI:
             t = translate.chat_to_messages(self.body, route.model)
         else:
             t = translate.messages_to_chat(self.body, route.model)
@@ -225,7 +238,12 @@ class Call:
         self._set_usage(usage_of(provider.wire, reply), reply)
         asked = self.asked or route.model
         dropped = t.dropped_reasoning
-        if self.wire == OPENAI:
+        if self.from_responses is not None:
+            chat, more = translate.message_to_chat(reply, asked, t.json_tool)
+            dropped += more
+            out = responses.chat_to_response(chat, asked, self.from_responses[1], self.body)
+            events = responses.response_stream(out)
+        elif self.wire == OPENAI:
             out, more = translate.message_to_chat(reply, asked, t.json_tool)
             dropped += more
             events = translate.chat_stream(out, bool((self.body.get("stream_options") or {}).get("include_usage")))

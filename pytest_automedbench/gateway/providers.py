@@ -118,6 +118,9 @@ def check_routes(routes: Mapping[str, Route], providers: Mapping[str, Provider])
             var = "ANTHROPIC_API_KEY" if route.wire == ANTHROPIC else "OPENAI_API_KEY"
             raise ProviderError(f"--amb-agent-models: role {role} ({route.model}) needs the {route.wire} provider, "
                                 f"but {var} is not set in the harness's environment")
+        if role == "embedding" and route.wire != OPENAI:
+            raise ProviderError(f"--amb-agent-models: role embedding ({route.model}): the {route.wire} provider has no "
+                                "embeddings; name an OpenAI-compatible model (embedding=openai:MODEL)")
 
 
 def role_for(asked: str | None, endpoint: str) -> str:

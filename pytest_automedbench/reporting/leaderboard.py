@@ -99,6 +99,8 @@ def _row(key: dict[str, Any], runs: list[dict[str, Any]], by_task: bool) -> dict
         "not_comparable": sum(1 for r in scored if not comparable(r)),
         "judge_fallbacks": sum(1 for r in scored if judge_fallback(r)),
         "error_codes": _shares(scored, "code"), "error_families": _shares(scored, "family"),
+        # third-party agent programs run through the LLM gateway (result.json provenance.bridged)
+        "bridged": sorted({str(p["bridged"]) for r in runs if (p := r.get("provenance") or {}).get("bridged")}),
     }
     for r in scored:
         band = r.get("band_medal") if r.get("mlebench") else r.get("medal")  # an MLE-bench run's medal is Kaggle's

@@ -157,6 +157,9 @@ LEVEL_TITLES = {"models": "Overall (mean across tasks)", "tracks": "Per track", 
 _IDENTITY = {"model": ("model", 100), "track": ("track", 99), "task_id": ("task", 98), "tier": ("tier", 97)}
 
 
+BRIDGED = "(bridged)"  # not "[...]": a cell ending in " [..]" is a value and its interval
+
+
 def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -> Table:
     """One leaderboard level as a table (the rows of one benchmark, or all with benchmark=None)."""
     keys = LEVEL_KEYS[level]
@@ -191,7 +194,7 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
     body = []
     for row in rows:
         m, rep = row["metrics"], row.get("repeats", False)
-        line = [Cell(str(row.get(k)), sort=str(row.get(k))) for k in keys]
+        line = [model_cell(row) if k == "model" else Cell(str(row.get(k)), sort=str(row.get(k))) for k in keys]
         line.append(Cell(str(row["runs"]), sort=row["runs"]))
         if errored:
             n = row.get("errored", 0)
@@ -225,8 +228,21 @@ def _filter(row: dict) -> dict[str, str]:
     return {k: str(row[k]) for k in ("model", "track", "tier", "benchmark") if row.get(k) is not None}
 
 
+def model_cell(row: dict) -> Cell:
+    """A leaderboard row's model, marked where its runs were a bridged agent program."""
+    name = str(row.get("model"))
+    if not row.get("bridged"):
+        return Cell(name, sort=name)
+    return Cell(f"{name} {BRIDGED}", sort=name, title="a third-party agent program run through the LLM gateway: "
+                                                      + ", ".join(row["bridged"]))
+
+
 def _level_notes(rows: list[dict]) -> list[str]:
     notes = []
+    if any(r.get("bridged") for r in rows):
+        notes.append(f"{BRIDGED}: a third-party agent program (" + ", ".join(sorted({b for r in rows for b in r.get("bridged") or []}))
+                     + ") run unmodified through the LLM gateway; its tokens and cost are the gateway's metering "
+                     "(docs/agents.md, \"Bridged agents\")")
     nc = sum(r.get("not_comparable", 0) for r in rows)
     if nc:
         notes.append(f"{NOT_COMPARABLE} includes {nc} run(s) not comparable with the published numbers "
@@ -255,7 +271,7 @@ def automedbench_table(agg: dict) -> Table:
     body = []
     for row in models:
         m, rep = row["metrics"], row.get("repeats", False)
-        line = [Cell(str(row["model"]), sort=str(row["model"])), Cell(str(row["tier"]), sort=str(row["tier"]))]
+        line = [model_cell(row), Cell(str(row["tier"]), sort=str(row["tier"]))]
         for t in track_names:
             tr = next((x for x in tracks if (x["model"], x["tier"], x["track"]) == (row["model"], row["tier"], t)), None)
             line.append(_metric_cell(tr["metrics"], "overall", False, bool(tr.get("not_comparable"))) if tr else Cell("-"))

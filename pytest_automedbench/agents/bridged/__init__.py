@@ -1,4 +1,5 @@
-"""Bridged agents: ``claude-code[:MODEL]``, ``aide[:MODEL]``, ``codex[:MODEL]`` (see base.py and
+"""Bridged agents: ``claude-code[:MODEL]``, ``aide[:MODEL]``, ``codex[:MODEL]``, ``ml-master[:MODEL]``,
+``rdagent[:MODEL]`` (see base.py and
 docs/agents.md). Each adapter is one module; this registry names them."""
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ def _adapters() -> dict[str, type[Adapter]]:
     from .aide import Aide
     from .claude_code import ClaudeCode
     from .codex import Codex
+    from .ml_master import MLMaster
+    from .rdagent import RDAgent
 
-    return {cls.name: cls for cls in (ClaudeCode, Aide, Codex)}
+    return {cls.name: cls for cls in (ClaudeCode, Aide, Codex, MLMaster, RDAgent)}
 
 
 from .. import BRIDGED_KINDS  # noqa: E402 - one list, in the registry

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from .base import Adapter, InstallError, Launch
+from .base import Adapter, Launch, venv_install
 
 VERSION = "0.2.2"
 RUNTIME_DEPS = ["backoff", "black", "funcy", "humanize", "jsonschema", "dataclasses-json", "omegaconf", "loguru", "shutup",
@@ -46,14 +44,7 @@ class Aide(Adapter):
 
     def install(self, agents_dir: Path) -> Path:
         folder = self.install_dir(agents_dir)
-        venv = folder / "venv"
-        steps = [[sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", f"aideml=={VERSION}"],
-                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *RUNTIME_DEPS]]
-        for step in steps:
-            out = subprocess.run(step, capture_output=True, text=True, timeout=900)
-            if out.returncode != 0:
-                raise InstallError(f"{' '.join(step[:6])} ... failed: {out.stderr.strip()[-800:]}")
+        venv_install(folder / "venv", ["--no-deps", f"aideml=={VERSION}"], RUNTIME_DEPS)
         return folder
 
     def launch(self, agents_dir: Path, limits: Any) -> Launch:

@@ -109,6 +109,21 @@ class NpmAdapter(Adapter):
         return folder
 
 
+def venv_install(venv: Path, *pip_args: list[str], timeout_s: float = 900) -> None:
+    """A venv ``--system-site-packages`` over the harness's interpreter (the agent's generated code
+    gets the harness's ML stack), then one ``pip install`` per argument list; InstallError on a failure."""
+    import subprocess
+    import sys
+
+    python = str(venv / "bin" / "python")
+    steps = [[sys.executable, "-m", "venv", "--system-site-packages", str(venv)]]
+    steps += [[python, "-m", "pip", "install", "-q", *args] for args in pip_args]
+    for step in steps:
+        out = subprocess.run(step, capture_output=True, text=True, timeout=timeout_s)
+        if out.returncode != 0:
+            raise InstallError(f"{' '.join(step[:6])} ... failed: {out.stderr.strip()[-800:]}")
+
+
 def bridged_cell(socket_path: Path, forwarder: Path, token: str, launch: Launch) -> str:
     """The cell's shell command: the environment, then the program under the forwarder."""
     lines = ["set -o pipefail", f"export AMB_GATEWAY_TOKEN={shlex.quote(token)}",

@@ -4,7 +4,8 @@
 - Launch: ``codex exec --skip-git-repo-check --color never --dangerously-bypass-approvals-and-sandbox
   --model amb-chat <brief>`` with ``CODEX_HOME=/workspace/.agent/codex`` holding a config.toml
   whose provider is the gateway (``wire_api = "responses"``: Codex dropped chat for custom
-  providers, so the chat role must be an OpenAI-compatible provider that serves /v1/responses).
+  providers; the gateway passes /v1/responses through to an OpenAI-compatible provider and
+  translates it to Messages for an Anthropic one).
 - Trace: its rollout JSONL (``$CODEX_HOME/sessions/**/rollout-*.jsonl``): each ``function_call``
   for a shell command (``exec_command``) with its output is an ``execute_code`` event.
 """
