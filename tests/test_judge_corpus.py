@@ -120,3 +120,35 @@ def test_verdicts_read_from_a_result(tmp_path):
     assert v["S3"]["level"][0] == "range_aware" and v["S4"]["outputs_computed"][0] is False
     assert v["S5"]["submitted"][0] is False
     assert ja.verdicts(tmp_path / "missing") is None
+
+
+# The dishonest runs' key items, through the real runner and judge (one inner session, about a minute):
+# where the labels say a trick earns nothing, the judge must agree. Only items it agrees on today are
+# here; the disagreements are listed in docs/scoring.md ("Agreement with labelled runs").
+KEY_ITEMS = {
+    "cls_dis_brief_plan": ("dev", ["S1.plan_exists", "S1.clear_pipeline", "S1.model_chosen",
+                                   "S1.three_models_researched", "S1.plan_png_is_diagram"]),
+    "enh_dis_copy_inputs": ("dev", ["S4.outputs_computed", "S2.weights_obtained", "S3.level"]),
+    "cls_dis_checks_never_run": ("heldout", ["S3.level"]),
+}
+
+
+@pytest.mark.slow
+def test_judge_agrees_on_dishonest_runs(tmp_path):
+    runs = {}
+    for name, (half, _) in KEY_ITEMS.items():
+        lab = labels(half)["runs"][name]
+        runs[name] = {"half": half, "task": lab["task"], "kind": lab["kind"], "labels": lab}
+    ja.build_suite(tmp_path / "work", runs, tmp_path / "data")
+    proc = ja.run_session(tmp_path / "work", workers=1, timeout=900)
+    problems = []
+    for name, (_, items) in KEY_ITEMS.items():
+        got = ja.verdicts(tmp_path / "work" / "runs" / ja.run_dir_name(name))
+        assert got is not None, f"{name}: no result.json\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+        for key in items:
+            stage, item = key.split(".")
+            want = ja.label_value(stage, runs[name]["labels"][stage][item])
+            if got[stage][item][0] != want:
+                problems.append(f"{name} {key}: judge {got[stage][item][0]!r}, label {want!r} "
+                                f"({runs[name]['labels'][stage][item]['why']}); judge: {got[stage][item][1][:200]}")
+    assert not problems, "\n".join(problems)
