@@ -41,7 +41,7 @@ from typing import Any
 
 from .agents.base import Usage
 from .agents.loop import RunRecord, TraceEvent
-from . import safefs
+from . import loopfs, safefs
 from .files import OutsideRoot, atomic_write, inside
 
 LIMITS = ("max_turns", "time_limit", "max_tokens", "max_cost", "context_length", "disk_limit")
@@ -319,18 +319,22 @@ _counter = itertools.count()
 class RunFolder:
     """A run being made: its workspace lives in a staging folder until `commit` places it."""
 
-    def __init__(self, runs_dir: Path | str, rid: str):
+    def __init__(self, runs_dir: Path | str, rid: str, loop_mb: int | None = None):
         self.runs_dir, self.rid = Path(runs_dir), rid
         self.final = run_folder(runs_dir, rid)
         # The run's own folder keeps its name (an agent's code may read it): a box per run holds it,
         # named by host, pid and number (boxes of many nodes share one runs dir) and recorded in it.
         self.box = self.runs_dir / STAGING / f"{_host_slug()}.{os.getpid()}.{next(_counter)}"
         self.staging = self.box / rid
+        self.image = self.box / loopfs.IMAGE if loop_mb else None  # --amb-workspace-fs=loop
         try:
-            (self.staging / "workspace" / "outputs").mkdir(parents=True)
+            (self.staging / "workspace").mkdir(parents=True)
             atomic_write(self.box / OWNER, json.dumps(_owner_record(), indent=1))
+            if self.image is not None:
+                loopfs.mount_workspace(self.workspace, self.image, loop_mb)
+            (self.workspace / "outputs").mkdir()
         except OSError as e:
-            safefs.remove_tree(self.box)
+            self.discard()
             raise _disk_error(e, self.runs_dir, f"cannot start run {rid}") from None
         _heartbeat.boxes.add(self.box)
 
@@ -340,6 +344,8 @@ class RunFolder:
 
     def discard(self) -> None:
         _heartbeat.boxes.discard(self.box)
+        if self.image is not None:
+            loopfs.release(self.box)
         safefs.remove_tree(self.box)
 
     def commit(self, result: dict[str, Any], record: RunRecord) -> Path:
@@ -348,6 +354,8 @@ class RunFolder:
         An errored run does not replace a finished one: it goes to .errored/<run-id>/ instead."""
         try:
             write_run_files(self.staging, result, record)
+            if self.image is not None:  # a plain folder again before it is placed
+                loopfs.materialize(self.workspace, self.image)
         except OSError as e:
             self.discard()  # nothing half-written stays; the previous run, if any, is untouched
             raise _disk_error(e, self.runs_dir, f"the files of run {self.rid} could not be written "
@@ -398,12 +406,13 @@ def place(src: Path, dest: Path) -> None:
     safefs.remove_tree(old)
 
 
-def start_run(runs_dir: Path | str, rid: str) -> RunFolder:
-    """Lease the runs dir for this session and open a staging folder for the run. On a cluster node
-    (`node_session` set) the controller holds the lease: the node only opens the staging folder."""
+def start_run(runs_dir: Path | str, rid: str, loop_mb: int | None = None) -> RunFolder:
+    """Lease the runs dir for this session and open a staging folder for the run (`loop_mb`: its
+    workspace a loop-mounted filesystem of that size, loopfs.py). On a cluster node (`node_session`
+    set) the controller holds the lease: the node only opens the staging folder."""
     if _node_session is None:
         lease(runs_dir)
-    return RunFolder(runs_dir, rid)
+    return RunFolder(runs_dir, rid, loop_mb)
 
 
 _node_session: str | None = None
@@ -615,9 +624,15 @@ def _recover(runs_dir: Path) -> None:
     for box in sorted(staging.iterdir()):
         if box.is_dir() and _box_alive(box):
             continue
+        image = box / loopfs.IMAGE
         for folder in sorted(box.iterdir()) if box.is_dir() else []:
-            if folder.name.startswith("."):
+            if folder.name.startswith(".") or not folder.is_dir():
                 continue
+            if image.exists() and try_read_result(folder) is not None:
+                try:  # a finished run whose workspace is still in its loop image
+                    loopfs.materialize(folder / "workspace", image)
+                except OSError:
+                    pass
             previous = folder.name.endswith(".old")
             final = runs_dir / folder.name.removesuffix(".old")
             try:
@@ -627,6 +642,7 @@ def _recover(runs_dir: Path) -> None:
                     os.replace(folder, final)
             except OSError:
                 continue
+        loopfs.release(box)
         safefs.remove_tree(box)
 
 

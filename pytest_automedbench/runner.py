@@ -220,7 +220,9 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     except LookupError as e:  # a metric.module that does not import: one line naming the task file
         raise TaskSpecError(task.path, "metric.module", str(e).removeprefix("metric.module ")) from None
     rid = task_run_id(task, tier, repeat, settings)
-    folder = start_run(settings.runs_dir, rid)
+    options = settings.sandbox_options
+    folder = start_run(settings.runs_dir, rid,
+                       options.disk_mb if options is not None and options.workspace_fs == "loop" else None)
     workspace = folder.workspace
     try:
         brief = build_brief(spec, tier) + give_solution(task, settings, workspace)  # '' without --amb-with-solution

@@ -39,6 +39,7 @@ class SandboxOptions:
     memory_mb: int | None = 8192
     max_processes: int | None = 256
     python: str | None = None  # --amb-python: the interpreter cells run with (None: the harness's)
+    workspace_fs: str = "dir"  # --amb-workspace-fs: dir, or loop (loopfs.py: a filesystem of disk_mb)
 
     def config_fields(self) -> dict[str, Any]:
         """SandboxConfig keyword arguments (None keeps SandboxConfig's own default)."""

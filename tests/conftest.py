@@ -66,6 +66,25 @@ def inner_sessions_temproot(tmp_path_factory):
         os.environ["PYTEST_DEBUG_TEMPROOT"] = before
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny segmentation task (tests/fixtures/tiny) copied and prepared once per module:
+    (task, its prepared data, the module's folder)."""
+    import sys
+
+    from pytest_automedbench.data import ensure_prepared
+    from pytest_automedbench.tasks import load_task_file
+
+    root = tmp_path_factory.mktemp("tiny")
+    shutil.copytree(FIXTURES / "tiny", root / "task")
+    sys.path.insert(0, str(root / "task"))
+    try:
+        task = load_task_file(root / "task" / "tiny.task.yaml")
+        yield task, ensure_prepared(task, root / "data"), root
+    finally:
+        sys.path.remove(str(root / "task"))
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and CUDA torch (skipped, saying why, where none is "
                                        "present; run them on a GPU box with `pytest tests -m gpu`)")

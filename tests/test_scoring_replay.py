@@ -7,19 +7,15 @@ every broken copy and earns no S3 credit; the verdicts are in trace.jsonl for re
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 
 import pytest
 import yaml
 
 from conftest import FIXTURES
 from pytest_automedbench.agents import ScriptAgent
-from pytest_automedbench.data import ensure_prepared
 from pytest_automedbench.judge.replay import mutate
 from pytest_automedbench.runner import execute
 from pytest_automedbench.settings import RunSettings
-from pytest_automedbench.tasks import load_task_file
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
 PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)
@@ -37,16 +33,6 @@ HOLLOW_CHECK = {"execute_code": {"language": "python", "code": (
     "    print('range', y.min(), y.max(), np.unique(y))\n")}}
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("replay")
-    shutil.copytree(FIXTURES / "tiny", root / "task")
-    sys.path.insert(0, str(root / "task"))
-    try:
-        task = load_task_file(root / "task" / "tiny.task.yaml")
-        yield task, ensure_prepared(task, root / "data"), root
-    finally:
-        sys.path.remove(str(root / "task"))
 
 
 def run_steps(tiny, steps, name):

@@ -1,34 +1,19 @@
 """Scoring end to end on the tiny task: step files (variants of solve.yaml) through the real loop."""
 import json
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import FIXTURES
 from pytest_automedbench.agents import ScriptAgent
-from pytest_automedbench.data import ensure_prepared
 from pytest_automedbench.judge import JUDGE_VERSION
 from pytest_automedbench.runner import execute
 from pytest_automedbench.settings import RunSettings
-from pytest_automedbench.tasks import load_task_file
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
 PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    shutil.copytree(FIXTURES / "tiny", root / "task")
-    sys.path.insert(0, str(root / "task"))
-    try:
-        task = load_task_file(root / "task" / "tiny.task.yaml")
-        yield task, ensure_prepared(task, root / "data"), root
-    finally:
-        sys.path.remove(str(root / "task"))
 
 
 def run_steps(tiny, steps, name, tier="lite"):

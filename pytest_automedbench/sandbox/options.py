@@ -22,6 +22,9 @@ SANDBOX_OPTIONS = [
     ("docker-host-python", "amb_docker_host_python", "false", str,
      "mount the agent's Python (the harness's, or --amb-python's) read-only into the container and run cells with it"),
     ("disk-cap", "amb_disk_cap", "4096", int, "workspace disk cap in MB; going over ends the run (disk_limit)"),
+    ("workspace-fs", "amb_workspace_fs", "dir", str,
+     "dir (a folder, its size watched), or loop: as root, each workspace a loop-mounted filesystem of the disk "
+     "cap's size, so no write gets past the cap (needs loop devices and mkfs.ext4)"),
     ("memory", "amb_memory", "8192", int,
      "resident memory cap per sandbox in MB (a memory cgroup; an address-space limit only on CPU runs where no "
      "cgroup can be made)"),
@@ -42,7 +45,17 @@ def sandbox_options(option: Callable[[str, type], Any]) -> SandboxOptions:
             python = resolve_interpreter(python)
         except SandboxError as e:
             raise SettingsError(str(e)) from None
+    workspace_fs = (option("amb_workspace_fs", str) or "dir").lower()
+    if workspace_fs not in ("dir", "loop"):
+        raise SettingsError(f"--amb-workspace-fs: expected dir or loop, got {workspace_fs!r}")
+    if workspace_fs == "loop":
+        from ..loopfs import unavailable
+
+        why = unavailable() or (None if option("amb_disk_cap", int) else "it needs a disk cap (--amb-disk-cap)")
+        if why:
+            raise SettingsError(f"--amb-workspace-fs=loop: {why}")
     return SandboxOptions(
+        workspace_fs=workspace_fs,
         gpus=worker_gpus(gpus),
         python=python,
         docker_image=option("amb_docker_image", str),
