@@ -1,0 +1,297 @@
+"""Executed code, tamper-evident: which lines of a cell ran, sent over a pipe only the harness reads.
+
+A python cell runs from a read-only file the harness writes into the guard folder (`cell_file`),
+started by a one-line bootstrap (`python -c BOOTSTRAP <file>`: `sys.path[0]` stays the working
+folder, as with stdin). The guard's sitecustomize installs `TRACER` before the cell's first line:
+a `sys.settrace` tracer that follows only frames of the cell's file and records
+
+    lines  the lines that ran
+    arcs   (from, to) line pairs the same frame went through without an exception in between
+    exits  lines a frame returned (or yielded) from normally
+    calls  the cell's code objects that were called (name, first line, column): lambdas,
+           generators and comprehensions that ran
+
+and sends them as records over an inherited pipe (the write end; the harness holds the read end),
+each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes in the environment,
+which the tracer removes before the cell's code starts. The harness (`TraceChannel`) accepts a
+cell's executed facts only when every record verifies, the sequence has no gap and the last record
+says the cell ended (`end`). Everything else is a status, never an exception:
+
+    complete     every record verified and the cell ended normally
+    incomplete   the records stop early because the harness killed the cell (timeout, disk): what
+                 was sent counts
+    tampered     a record that does not verify (garbage, an edit, a replay), a gap, no end record
+                 from a cell that ended on its own (the pipe closed or dup'ed over, os._exit, a
+                 kill), or the cell called sys.settrace / sys.setprofile / gc.get_objects /
+                 gc.get_referrers / gc.get_referents itself (audit events): no credit from tracing
+    not_traced   no tracer could run (no guard folder, a backend that cannot pass a pipe)
+
+The tracer is in the cell's process, so a cell that digs its tracer out of memory (its closure,
+the HMAC object) could seal records of its own; that takes deliberate introspection, which the
+judge's static check of the cell's text also flags (`TAMPER_WORDS`). Bash cells: `set -x` with
+BASH_XTRACEFD on a harness-held pipe (`XTRACE_PS4` numbers each command by its line); a bash cell
+can write to that fd, so its records are unsealed facts, and a cell that names the fd or turns
+xtrace off is `tampered`.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+RECORD_CAP = 8 << 20  # bytes of records kept per cell; a cell flooding the pipe is `tampered`
+FACTS_CAP = 20000  # lines / arcs kept in the stored facts (a cell is far smaller)
+ENV_FD, ENV_KEY, ENV_CELL = "AMB_TRACE_FD", "AMB_TRACE_KEY", "AMB_TRACE_CELL"
+XTRACE_PS4 = "+AMBX${LINENO} "
+# The bash cell's first line (bash ignores PS4 from the environment when run as root), so the
+# cell's line n is LINENO n + 1.
+XTRACE_PREFIX = f"PS4='{XTRACE_PS4}'; set -x\n"
+# Words in a cell's text that reach for the tracer or its channel: the cell's trace earns nothing.
+TAMPER_WORDS = re.compile(r"\b(?:settrace|setprofile|gettrace|getprofile|f_trace(?:_lines|_opcodes)?|__closure__"
+                          r"|cell_contents|get_referents|get_referrers|get_objects|BASH_XTRACEFD|AMB_TRACE_\w+"
+                          r"|PS4)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/")
+
+# Runs the cell file as __main__ would run stdin: its own frames show the file's lines, a failure
+# prints the traceback without this bootstrap's frame.
+BOOTSTRAP = ("I=__import__;I('sys').argv[0]='-'\n"
+             "try:exec(compile(open(I('sys').argv[1],'rb').read(),I('sys').argv.pop(1),'exec'),I('sys').modules['__main__'].__dict__)\n"
+             "except SystemExit:raise\n"
+             "except BaseException as e:I('sys').excepthook(type(e),e,e.with_traceback(e.__traceback__.tb_next).__traceback__);I('sys').exit(1)")
+
+# Installed by the guard's sitecustomize (guard.py); only the standard library, nothing kept in
+# module globals the cell could reach by name.
+TRACER = r'''
+def _amb_trace():
+    import os, sys
+    env = os.environ
+    fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEY", None), env.pop("AMB_TRACE_CELL", None)
+    if fd is None or key is None or cell is None:
+        return
+    import atexit, hmac, json
+    fd, owner = int(fd), os.getpid()
+    mac = hmac.new(bytes.fromhex(key), digestmod="sha256")
+    del key
+    ran, arcs, exits, calls = set(), set(), set(), set()
+    fresh = {"l": [], "a": [], "x": [], "c": []}
+    state = {"seq": 0, "dead": False, "n": 0, "flags": []}
+    ours = []
+
+    def send(end=False):
+        if state["dead"] or os.getpid() != owner:
+            return
+        data = json.dumps(dict(fresh, t=state["flags"], end=end), separators=(",", ":")).encode()
+        state["flags"] = []
+        for v in fresh.values():
+            v.clear()
+        state["n"] = 0
+        seq = state["seq"]
+        state["seq"] = seq + 1
+        m = mac.copy()
+        m.update(b"%d " % seq + data)
+        out = b"AMBT %d %s %s\n" % (seq, m.hexdigest().encode(), data)
+        try:
+            while out:
+                out = out[os.write(fd, out):]
+        except OSError:
+            state["dead"] = True
+
+    def key_of(code):
+        for line, _, col, endcol in code.co_positions():
+            if line is not None and col is not None and (col, endcol) != (0, 0):
+                return [code.co_name, code.co_firstlineno, col]
+        return [code.co_name, code.co_firstlineno, -1]
+
+    main = sys.modules["__main__"].__dict__  # the cell's globals: the bootstrap runs it there
+
+    def glob(frame, event, arg):
+        if frame.f_globals is not main:  # f_globals, not f_code: reading f_code is an audit event
+            return None
+        code = frame.f_code
+        if code.co_filename != cell:
+            return None
+        if code not in calls:
+            calls.add(code)
+            fresh["c"].append(key_of(code))
+        last = -1
+
+        def local(frame, event, arg):
+            nonlocal last
+            if event == "line":
+                line = frame.f_lineno
+                if line not in ran:
+                    ran.add(line)
+                    fresh["l"].append(line)
+                    state["n"] += 1
+                if last >= 0:
+                    arc = (last << 20) | line
+                    if arc not in arcs:
+                        arcs.add(arc)
+                        fresh["a"].append([last, line])
+                        state["n"] += 1
+                        if state["n"] >= 2000:
+                            send()
+                last = line
+            elif event == "return":
+                if last >= 0 and last not in exits:
+                    exits.add(last)
+                    fresh["x"].append(last)
+                last = -1
+            elif event == "exception":
+                last = -1
+            return local
+        return local
+
+    watched = {"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+
+    def audit(event, args):
+        if event in watched and ours and os.getpid() == owner:
+            state["flags"].append(event)
+            send()
+
+    sys.addaudithook(audit)
+    send()  # the first record, before any of the cell's code: a cell cannot keep the harness from seeing it
+    sys.settrace(glob)
+    ours.append(glob)
+    atexit.register(send, True)
+
+
+_amb_trace()
+del _amb_trace
+'''
+
+
+def cell_file(folder: Path, index: int, code: str) -> Path:
+    """Write the cell's code, read-only, as `folder/cell-<index>.py` (folder: the guard's cells/)."""
+    folder.mkdir(mode=0o755, exist_ok=True)
+    path = folder / f"cell-{index}.py"
+    if path.exists():
+        path.chmod(0o644)
+    tmp = folder / f".cell-{index}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o444)
+    with os.fdopen(fd, "wb") as f:
+        f.write(code.encode())
+    os.replace(tmp, path)
+    return path
+
+
+class TraceChannel:
+    """The harness's end of one cell's record pipe: `write_fd` goes to the cell, `facts()` after it ends."""
+
+    def __init__(self, language: str, cell_path: str | None = None):
+        self.language, self.cell_path = language, cell_path
+        self.key = secrets.token_hex(32)
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_inheritable(self.read_fd, False)
+        self._data, self._over = bytearray(), False
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def env(self, fd: int) -> dict[str, str]:
+        """Variables that switch the tracer on, with the write end as the cell's fd `fd`."""
+        if self.language == "bash":
+            return {"BASH_XTRACEFD": str(fd)}
+        return {ENV_FD: str(fd), ENV_KEY: self.key, ENV_CELL: self.cell_path or ""}
+
+    def started(self) -> None:
+        """The cell holds its copy of the write end: the harness closes its own (EOF when the cell ends)."""
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def _pump(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self.read_fd, 65536)
+                if not chunk:
+                    break
+                if len(self._data) < RECORD_CAP:
+                    self._data += chunk
+                else:
+                    self._over = True
+        except OSError:
+            pass
+
+    def facts(self, killed: bool, code: str) -> dict[str, Any]:
+        """The executed facts (see the module's docstring); `killed`: the harness stopped the cell."""
+        self.started()
+        self._thread.join(timeout=5)  # every writer is dead by now, except one that escaped the kill
+        try:
+            os.close(self.read_fd)
+        except OSError:
+            pass
+        if self.language == "bash":
+            return xtrace_facts(bytes(self._data), self._over, code)
+        return verify(bytes(self._data), self.key, killed, self._over, code)
+
+    def close(self) -> None:
+        self.started()
+
+
+def _tampered(why: str) -> dict[str, Any]:
+    return {"status": "tampered", "reason": why[:300]}
+
+
+def verify(data: bytes, key: str, killed: bool, overflow: bool, code: str = "") -> dict[str, Any]:
+    """Check and merge a python cell's records (module docstring) into its executed facts; `killed`:
+    the cell did not exit 0 (the harness killed it, or it failed), so a missing end is no tampering."""
+    if overflow:
+        return _tampered(f"more than {RECORD_CAP >> 20} MB of trace records")
+    word = TAMPER_WORDS.search(code)
+    if word:
+        return _tampered(f"the cell's code reaches for its tracer ({word.group(0)!r})")
+    mac = hmac.new(bytes.fromhex(key), digestmod=hashlib.sha256)
+    lines, arcs, exits, calls, ended = set(), set(), set(), [], False
+    records = data.split(b"\n")
+    if records[-1] == b"" or killed:
+        records.pop()  # the text after the last newline: nothing, or a record the kill cut short
+    for n, raw in enumerate(records):
+        parts = raw.split(b" ", 3)
+        if len(parts) != 4 or parts[0] != b"AMBT" or not parts[1].isdigit():
+            return _tampered(f"record {n} is not a tracer record")
+        m = mac.copy()
+        m.update(b"%s " % parts[1] + parts[3])
+        if not hmac.compare_digest(m.hexdigest().encode(), parts[2]):
+            return _tampered(f"record {n} does not verify (edited or forged)")
+        if int(parts[1]) != n:
+            return _tampered(f"record {n} is out of sequence ({int(parts[1])})")
+        if ended:
+            return _tampered("records after the end record")
+        try:
+            body = json.loads(parts[3])
+        except ValueError:
+            return _tampered(f"record {n} is not JSON")
+        if body.get("t"):
+            return _tampered("the cell called " + ", ".join(sorted(set(map(str, body["t"])))))
+        lines.update(body.get("l", ()))
+        arcs.update(map(tuple, body.get("a", ())))
+        exits.update(body.get("x", ()))
+        calls += body.get("c", ())
+        ended = bool(body.get("end"))
+    if not records:
+        return {"status": "not_traced", "reason": "no tracer records (the interpreter did not load the guard)"}
+    if not ended and not killed:
+        return _tampered("the tracer never sent its end record (its pipe was closed or replaced, or the "
+                         "process ended without exiting)")
+    return {"status": "complete" if ended else "incomplete", "lines": sorted(lines)[:FACTS_CAP],
+            "arcs": sorted(arcs)[:FACTS_CAP], "exits": sorted(exits)[:FACTS_CAP],
+            "calls": sorted(map(list, {tuple(c) for c in calls if isinstance(c, list) and len(c) == 3}))[:FACTS_CAP]}
+
+
+_XTRACE = re.compile(rb"^\++AMBX(\d+) ", re.M)
+
+
+def xtrace_facts(data: bytes, overflow: bool, code: str = "") -> dict[str, Any]:
+    """The lines of a bash cell whose commands ran (first-level xtrace records, line 1 is `set -x`)."""
+    if overflow:
+        return _tampered(f"more than {RECORD_CAP >> 20} MB of xtrace output")
+    word = TAMPER_WORDS.search(code)
+    if word:
+        return _tampered(f"the cell's code reaches for its xtrace ({word.group(0)!r})")
+    lines = sorted({int(m.group(1)) - 1 for m in _XTRACE.finditer(data) if int(m.group(1)) > 1})
+    return {"status": "complete", "lines": lines[:FACTS_CAP]}
