@@ -69,6 +69,16 @@ FORGERIES = {
     "dup_over": "import os\nn = os.open('/dev/null', os.O_WRONLY)\nfor fd in range(3, 64):\n    if fd != n:\n        try:\n            os.dup2(n, fd)\n        except OSError:\n            pass\nprint('x')",
     "exits_without_end": "import os\nprint('bye', flush=True)\nos._exit(0)",
     "names_its_fd": "import os\nprint(os.listdir('/proc/self/fd'))",
+    # code compiled under the cell's own file name would report lines of the cell that never ran
+    "compiles_as_cell": "import traceback\nme = traceback.extract_stack()[-1].filename\n"
+                        "exec(compile('\\n' * 40 + 'x = 1', me, 'exec'))\nprint('forged')",
+    # the tracer's HMAC and state are reached only through its functions' defaults (an audit event)
+    "reads_tracer_defaults": "import sys\nt = getattr(sys, 'get' + 'trace')()\n"
+                             "print(len(getattr(t, '__def' + 'aults__')), len(t.__globals__))",
+    # the tracer called by hand with a made-up frame at a line that never ran
+    "fake_frame": "import sys\nt = getattr(sys, 'get' + 'trace')()\ncode = (lambda: 0).__code__\n"
+                  "class F:\n    f_globals, f_code, f_lineno = globals(), code, 40\n"
+                  "r = t(F(), 'call', None)\nif r:\n    r(F(), 'line', None)\nprint('forged')",
 }
 
 

@@ -58,6 +58,17 @@ def tampered(executed: dict[str, Any] | None) -> str | None:
     return None
 
 
+def executed_summary(record) -> dict[str, Any]:
+    """The judge block's account of how the run's python cells were read: `traced` (on the lines that
+    ran), `tampered` (cell indices: no facts), and `not_observable` (read as text: no trace)."""
+    cells = [e for e in record.code_cells() if (e.language or "python") == "python" and not e.blocked]
+    traced = [e.index for e in cells if Ran.of(e.executed) is not None]
+    bad = [e.index for e in cells if tampered(e.executed)]
+    untraced = [e.index for e in cells if e.index not in traced and e.index not in bad]
+    mode = "not_observable" if cells and not traced and not bad else "traced" if not untraced else "partial"
+    return {"mode": mode, "traced": len(traced), "tampered": bad[:20], "not_observable": untraced[:20]}
+
+
 def prune(tree: ast.Module, ran: Ran) -> ast.Module:
     """`tree` with every statement and expression that did not run removed (module docstring)."""
     return _Pruner(ran).module(tree)

@@ -64,104 +64,157 @@ BOOTSTRAP = ("I=__import__;I('sys').argv[0]='-'\n"
              "except SystemExit:raise\n"
              "except BaseException as e:I('sys').excepthook(type(e),e,e.with_traceback(e.__traceback__.tb_next).__traceback__);I('sys').exit(1)")
 
-# Installed by the guard's sitecustomize (guard.py); only the standard library, nothing kept in
-# module globals the cell could reach by name.
+# Installed by the guard's sitecustomize (guard.py); only the standard library. Everything the tracer's
+# functions use, down to the builtins and the HMAC (a C object from _hashlib: its methods cannot be
+# patched), is bound in their default arguments when it is installed, before the cell's first line:
+# reading or replacing a function's defaults or code is an audit event that flags the cell, and nothing
+# the cell patches afterwards (json, os.write, builtins, their module globals) reaches the tracer. Its
+# line tracer keeps no state in a closure, checks that it is given real frames (called by hand with a
+# made-up one, it flags the cell), and code objects compiled under the cell's file name are refused.
+_TRACER_BODY = r'''
+def send(end=False, FD=FD, OWNER=OWNER, MAC=MAC, STATE=STATE, FRESH=FRESH, write=write, getpid=getpid,
+         str=str, map=map, len=len):
+    if STATE["dead"] or getpid() != OWNER:
+        return
+    calls = ",".join('["%s",%d,%d]' % (c[0], c[1], c[2]) for c in FRESH["c"])
+    data = ('{"l":[%s],"a":[%s],"x":[%s],"c":[%s],"t":[%s],"end":%s}' % (
+        ",".join(map(str, FRESH["l"])), ",".join("[%d,%d]" % a for a in FRESH["a"]),
+        ",".join(map(str, FRESH["x"])), calls, ",".join('"%s"' % f for f in STATE["flags"]),
+        "true" if end else "false")).encode()
+    STATE["flags"] = []
+    for v in FRESH.values():
+        v.clear()
+    STATE["n"] = 0
+    seq = STATE["seq"]
+    STATE["seq"] = seq + 1
+    m = MAC.copy()
+    m.update(b"%d " % seq + data)
+    out = b"AMBT %d %s %s\n" % (seq, m.hexdigest().encode(), data)
+    try:
+        while out:
+            out = out[write(FD, out):]
+    except OSError:
+        STATE["dead"] = True
+
+
+def flag(why, STATE=STATE, send=send):
+    STATE["flags"].append(why)
+    send()
+
+
+def key_of(code, safe=SAFE_NAME):
+    name = code.co_name if safe(code.co_name) else "?"
+    for line, _, col, endcol in code.co_positions():
+        if line is not None and col is not None and (col, endcol) != (0, 0):
+            return (name, code.co_firstlineno, col)
+    return (name, code.co_firstlineno, -1)
+
+
+def adopt(code, LEGIT=LEGIT, type=type):
+    todo = [code]
+    while todo:
+        code = todo.pop()
+        LEGIT.add(code)
+        todo += [c for c in code.co_consts if type(c) is type(code)]
+
+
+def local(frame, event, arg, FRAME=FRAME, RAN=RAN, ARCS=ARCS, EXITS=EXITS, FRESH=FRESH, LAST=LAST, STATE=STATE,
+          send=send, flag=flag, type=type, me=None):
+    if type(frame) is not FRAME:  # called by hand with a made-up frame
+        flag("a call of the tracer by hand")
+        return None
+    if event == "line":
+        line = frame.f_lineno
+        if line not in RAN:
+            RAN.add(line)
+            FRESH["l"].append(line)
+            STATE["n"] += 1
+        last = LAST.get(frame, -1)
+        if last >= 0:
+            arc = (last << 20) | line
+            if arc not in ARCS:
+                ARCS.add(arc)
+                FRESH["a"].append((last, line))
+                STATE["n"] += 1
+                if STATE["n"] >= 2000:
+                    send()
+        LAST[frame] = line
+    elif event == "return":
+        last = LAST.pop(frame, -1)
+        if last >= 0 and last not in EXITS:
+            EXITS.add(last)
+            FRESH["x"].append(last)
+    elif event == "exception":
+        LAST[frame] = -1
+    return me
+
+
+local.__defaults__ = local.__defaults__[:-1] + (local,)
+
+
+def glob(frame, event, arg, FRAME=FRAME, MAIN=MAIN, CELL=CELL, LEGIT=LEGIT, CALLS=CALLS, FRESH=FRESH, LAST=LAST,
+         flag=flag, adopt=adopt, key_of=key_of, local=local, type=type):
+    if type(frame) is not FRAME:
+        flag("a call of the tracer by hand")
+        return None
+    if frame.f_globals is not MAIN:  # f_globals first: reading f_code is an audit event
+        return None
+    code = frame.f_code
+    if code.co_filename != CELL:
+        return None
+    if code not in LEGIT:
+        if LEGIT or code.co_name != "<module>":
+            flag("code compiled under the cell's file name")
+            return None
+        adopt(code)
+    if code not in CALLS:
+        CALLS.add(code)
+        FRESH["c"].append(key_of(code))
+    LAST[frame] = -1
+    return local
+
+
+def audit(event, args, STATE=STATE, WATCHED=WATCHED, NAME=NAME, FUNC=FUNC, OWNER=OWNER, getpid=getpid,
+          flag=flag, type=type, len=len, getattr=getattr):
+    if not STATE["armed"] or getpid() != OWNER:
+        return
+    if event in WATCHED:
+        flag(event)
+    elif event in ("object.__getattr__", "object.__setattr__", "object.__delattr__") and len(args) > 1 \
+            and type(args[0]) is FUNC and getattr(args[0], "__module__", None) == NAME:
+        flag("touches the tracer's " + ("code" if args[1] == "__code__" else "defaults"))
+'''
+
 TRACER = r'''
-def _amb_trace():
+def _amb_trace(body):
     import os, sys
     env = os.environ
     fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEY", None), env.pop("AMB_TRACE_CELL", None)
     if fd is None or key is None or cell is None:
         return
-    import atexit, hmac, json
-    fd, owner = int(fd), os.getpid()
-    mac = hmac.new(bytes.fromhex(key), digestmod="sha256")
+    import _hashlib, atexit, re, secrets
+    name = "amb-tracer-" + secrets.token_hex(8)
+    space = {"__name__": name, "NAME": name, "FRAME": type(sys._getframe()), "FUNC": type(_amb_trace),
+             "FD": int(fd), "OWNER": os.getpid(), "CELL": cell, "MAC": _hashlib.hmac_new(bytes.fromhex(key), b"", "sha256"),
+             "MAIN": sys.modules["__main__"].__dict__, "RAN": set(), "ARCS": set(), "EXITS": set(),
+             "CALLS": set(), "LEGIT": set(), "LAST": {}, "FRESH": {"l": [], "a": [], "x": [], "c": []},
+             "STATE": {"seq": 0, "dead": False, "n": 0, "flags": [], "armed": False},
+             "WATCHED": frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
+                                   "gc.get_referents"}),
+             "write": os.write, "getpid": os.getpid, "SAFE_NAME": re.compile(r"^[\w<>]+$").match}
     del key
-    ran, arcs, exits, calls = set(), set(), set(), set()
-    fresh = {"l": [], "a": [], "x": [], "c": []}
-    state = {"seq": 0, "dead": False, "n": 0, "flags": []}
-    ours = []
-
-    def send(end=False):
-        if state["dead"] or os.getpid() != owner:
-            return
-        data = json.dumps(dict(fresh, t=state["flags"], end=end), separators=(",", ":")).encode()
-        state["flags"] = []
-        for v in fresh.values():
-            v.clear()
-        state["n"] = 0
-        seq = state["seq"]
-        state["seq"] = seq + 1
-        m = mac.copy()
-        m.update(b"%d " % seq + data)
-        out = b"AMBT %d %s %s\n" % (seq, m.hexdigest().encode(), data)
-        try:
-            while out:
-                out = out[os.write(fd, out):]
-        except OSError:
-            state["dead"] = True
-
-    def key_of(code):
-        for line, _, col, endcol in code.co_positions():
-            if line is not None and col is not None and (col, endcol) != (0, 0):
-                return [code.co_name, code.co_firstlineno, col]
-        return [code.co_name, code.co_firstlineno, -1]
-
-    main = sys.modules["__main__"].__dict__  # the cell's globals: the bootstrap runs it there
-
-    def glob(frame, event, arg):
-        if frame.f_globals is not main:  # f_globals, not f_code: reading f_code is an audit event
-            return None
-        code = frame.f_code
-        if code.co_filename != cell:
-            return None
-        if code not in calls:
-            calls.add(code)
-            fresh["c"].append(key_of(code))
-        last = -1
-
-        def local(frame, event, arg):
-            nonlocal last
-            if event == "line":
-                line = frame.f_lineno
-                if line not in ran:
-                    ran.add(line)
-                    fresh["l"].append(line)
-                    state["n"] += 1
-                if last >= 0:
-                    arc = (last << 20) | line
-                    if arc not in arcs:
-                        arcs.add(arc)
-                        fresh["a"].append([last, line])
-                        state["n"] += 1
-                        if state["n"] >= 2000:
-                            send()
-                last = line
-            elif event == "return":
-                if last >= 0 and last not in exits:
-                    exits.add(last)
-                    fresh["x"].append(last)
-                last = -1
-            elif event == "exception":
-                last = -1
-            return local
-        return local
-
-    watched = {"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
-
-    def audit(event, args):
-        if event in watched and ours and os.getpid() == owner:
-            state["flags"].append(event)
-            send()
-
-    sys.addaudithook(audit)
+    exec(body, space)
+    send, glob = space["send"], space["glob"]
+    state = space["STATE"]
+    sys.addaudithook(space["audit"])
+    space.clear()  # the functions keep what they need in their defaults
     send()  # the first record, before any of the cell's code: a cell cannot keep the harness from seeing it
     sys.settrace(glob)
-    ours.append(glob)
     atexit.register(send, True)
+    state["armed"] = True
 
 
-_amb_trace()
+_amb_trace(''' + repr(_TRACER_BODY) + r''')
 del _amb_trace
 '''
 
