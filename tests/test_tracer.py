@@ -186,3 +186,33 @@ def test_gaming_cases_are_judged_on_executed_lines(seg_public, case):
     assert not s2.items["weights_obtained"]["met"]
     assert not s3.items["single_case_pilot"]["met"] and not s3.items["range_check"]["met"]
     assert not any(c.facts.weights or c.facts.methods_one for c in read)
+
+
+def test_executed_facts_survive_trace_jsonl_for_rescore(tmp_path):
+    """`automedbench rescore` re-judges from trace.jsonl: the executed facts are in it, and read back
+    they cut the cell exactly as they did in the run."""
+    from pytest_automedbench.runfiles import _read_trace
+
+    executed = {"status": "complete", "lines": [1, 2, 5], "arcs": [[1, 2], [2, 5]], "exits": [5],
+                "calls": [["<module>", 1, 0]]}
+    code = "import os\nif os.environ.get('X'):\n    import torch\n    torch.load('w.pt')\nprint('ok')\n"
+    record = record_of([(code, "python")], [type("R", (), {"stdout": "ok\n", "stderr": "", "exit_code": 0,
+                                                           "executed": executed})()])
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e.as_dict()) + "\n" for e in record.trace))
+    again = _read_trace(tmp_path / "trace.jsonl")
+    assert again[0].executed == executed
+    before, after = read_run(record)[0], read_run(RunRecord(trace=again))[0]
+    assert after.traced and after.facts == before.facts and not after.facts.weights
+
+
+def test_runs_without_a_trace_are_read_as_text_and_say_so(tmp_path):
+    """An agent whose steps are not our cells (command:, bridged) or a run from before the tracer: the
+    text's reading stands, each S2/S3 item says its executed lines were not observable."""
+    from scoring_records import N_CASES, good_cells, make_record, make_workspace
+    from pytest_automedbench.judge import judge_run
+
+    record = make_record(good_cells())
+    verdicts, info = judge_run(record, make_workspace(tmp_path), "segmentation", "standard", N_CASES)
+    assert info["executed"]["mode"] == "not_observable" and info["judge_version"] >= 3
+    assert verdicts["S2"].items["weights_obtained"]["met"]
+    assert "not_observable" in verdicts["S2"].items["weights_obtained"]["evidence"]

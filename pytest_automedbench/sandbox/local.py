@@ -302,7 +302,10 @@ class LocalSandbox(Sandbox):
         self._cells += 1
         if language == "bash":
             return cmd, XTRACE_PREFIX + code, TraceChannel("bash")
-        host = cell_file(guard.cells, self._cells, code)
+        try:
+            host = cell_file(guard.cells, self._cells, code)
+        except OSError:  # the guard folder is the harness's; if it cannot be written, the cell runs untraced
+            return cmd, code, None
         inside = f"{GUARD_INSIDE}/cells/{host.name}" if self.bwrap else str(host)
         return [cmd[0], "-c", BOOTSTRAP, inside], "", TraceChannel("python", inside)
 

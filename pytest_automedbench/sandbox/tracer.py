@@ -226,7 +226,8 @@ def cell_file(folder: Path, index: int, code: str) -> Path:
     if path.exists():
         path.chmod(0o644)
     tmp = folder / f".cell-{index}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o444)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
     with os.fdopen(fd, "wb") as f:
         f.write(code.encode())
     os.replace(tmp, path)
