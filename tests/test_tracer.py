@@ -92,6 +92,30 @@ def test_a_cell_that_tampers_with_its_tracer_gets_nothing(folders, isolation, na
     assert not cell.facts.imports and not cell.facts.inspected and not cell.traced
 
 
+DEAD_FRAME = """import sys
+def load():
+    return int("not a number")
+try:
+    load()
+except ValueError as e:
+    f = e.__traceback__.tb_next.tb_frame
+    t = getattr(sys, "get" + "trace")()
+    step = t(f, "call", None)
+    step(f, "line", None)
+    step(f, "return", None)
+print("done")
+"""
+
+
+def test_a_failed_statement_cannot_be_marked_complete_by_hand(folders):
+    """The tracer called by hand on a real frame (a traceback's, of the failed load) records no
+    completion: only a frame standing on a return or yield instruction completes its line."""
+    r, = run_cells(folders, [(DEAD_FRAME, "python")])
+    assert r.exit_code == 0 and r.stdout == "done\n", r.stderr
+    assert 3 in r.executed["lines"] and 3 not in r.executed["exits"]
+    assert not any(a == 3 for a, _ in r.executed["arcs"])
+
+
 def test_an_edited_or_replayed_record_does_not_verify():
     key = "11" * 32
     import hashlib

@@ -119,7 +119,7 @@ def adopt(code, LEGIT=LEGIT, type=type):
 
 
 def local(frame, event, arg, FRAME=FRAME, RAN=RAN, ARCS=ARCS, EXITS=EXITS, FRESH=FRESH, LAST=LAST, STATE=STATE,
-          send=send, flag=flag, type=type, me=None):
+          OPS=OPS, ENDS=ENDS, send=send, flag=flag, type=type, len=len, me=None):
     if type(frame) is not FRAME:  # called by hand with a made-up frame
         flag("a call of the tracer by hand")
         return None
@@ -142,8 +142,16 @@ def local(frame, event, arg, FRAME=FRAME, RAN=RAN, ARCS=ARCS, EXITS=EXITS, FRESH
     elif event == "return":
         last = LAST.pop(frame, -1)
         if last >= 0 and last not in EXITS:
-            EXITS.add(last)
-            FRESH["x"].append(last)
+            # a frame really returning (or yielding) stands on that instruction; one a cell passes by
+            # hand (a traceback's frame, its own mid-line) does not: no completion from it
+            code = frame.f_code
+            ops = OPS.get(code)
+            if ops is None:
+                ops = OPS[code] = code.co_code
+            at = frame.f_lasti
+            if 0 <= at < len(ops) and ops[at] in ENDS:
+                EXITS.add(last)
+                FRESH["x"].append(last)
     elif event == "exception":
         LAST[frame] = -1
     return me
@@ -192,7 +200,7 @@ def _amb_trace(body):
     fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEY", None), env.pop("AMB_TRACE_CELL", None)
     if fd is None or key is None or cell is None:
         return
-    import _hashlib, atexit, re, secrets
+    import _hashlib, atexit, opcode, re, secrets
     name = "amb-tracer-" + secrets.token_hex(8)
     space = {"__name__": name, "NAME": name, "FRAME": type(sys._getframe()), "FUNC": type(_amb_trace),
              "FD": int(fd), "OWNER": os.getpid(), "CELL": cell, "MAC": _hashlib.hmac_new(bytes.fromhex(key), b"", "sha256"),
@@ -201,6 +209,7 @@ def _amb_trace(body):
              "STATE": {"seq": 0, "dead": False, "n": 0, "flags": [], "armed": False},
              "WATCHED": frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
                                    "gc.get_referents"}),
+             "OPS": {}, "ENDS": frozenset({opcode.opmap["RETURN_VALUE"], opcode.opmap["YIELD_VALUE"]}),
              "write": os.write, "getpid": os.getpid, "SAFE_NAME": re.compile(r"^[\w<>]+$").match}
     del key
     exec(body, space)
