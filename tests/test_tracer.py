@@ -240,3 +240,22 @@ def test_runs_without_a_trace_are_read_as_text_and_say_so(tmp_path):
     assert info["executed"]["mode"] == "not_observable" and info["judge_version"] >= 3
     assert verdicts["S2"].items["weights_obtained"]["met"]
     assert "not_observable" in verdicts["S2"].items["weights_obtained"]["evidence"]
+
+
+def test_the_capability_report_reads_executed_lines():
+    """ReX-MLE's capability judge reads a traced cell on the lines that ran, and nothing of a tampered one."""
+    from pytest_automedbench.rexmle.capabilities import log_entries, run_executed
+
+    code = "import os\nif os.environ.get('X'):\n    import torch\n    torch.load('w.pt')\nprint('ok')\n"
+    conversation = [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "a", "name": "execute_code", "arguments": {"language": "python", "code": code}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "exit_code: 0\nok"}]
+    executed = {"status": "complete", "lines": [1, 2, 5], "arcs": [[1, 2], [2, 5]], "exits": [5],
+                "calls": [["<module>", 1, 0]]}
+    trace = [TraceEvent(0, 1, "execute_code", 0.0, language="python", code=code, executed=executed)]
+    as_text, = log_entries(conversation)
+    as_run, = log_entries(conversation, run_executed(trace))
+    assert "torch" in as_text.facts.imports and as_text.facts.weights
+    assert "torch" not in as_run.facts.imports and not as_run.facts.weights
+    tampered, = log_entries(conversation, [(code, {"status": "tampered", "reason": "x"})])
+    assert not tampered.facts.imports
