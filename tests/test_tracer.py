@@ -149,6 +149,9 @@ for name in [n for n in os.listdir(os.environ["AMB_WORKSPACE"]) if n.endswith(".
     model = torch.load(name)
     print(model(name).shape)
 pilot = lambda: print(json.load(open(os.path.join(os.environ["AMB_PUBLIC_DIR"], "w.pt"))))
+if os.environ.get("NOT_SET_ANYWHERE"):
+    import torch
+    grads = torch.autograd.grad(model.loss, list(model.parameters()))
 try:
     import torch
     weights = torch.load(os.path.join(os.environ["AMB_PUBLIC_DIR"], "missing.pt"))
@@ -166,6 +169,7 @@ def test_code_that_never_ran_earns_nothing(folders):
     as_text, as_run = read_cell(NEVER_RAN), read_cell(NEVER_RAN, ran=Ran.of(r.executed))
     assert as_text.weights and as_text.models  # what the text alone credits
     assert not as_run.weights and not as_run.models and "torch" not in as_run.imports
+    assert as_text.training and not as_run.training  # training detection is on executed code too
     record = record_of([(NEVER_RAN, "python")], [r])
     assert not judge_s2(record, read_run(record), [folders / "public"]).items["weights_obtained"]["met"]
 
