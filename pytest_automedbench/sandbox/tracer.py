@@ -214,17 +214,45 @@ def _amb_trace(body):
     del key
     exec(body, space)
     send, glob = space["send"], space["glob"]
-    state = space["STATE"]
+    state, settrace = space["STATE"], sys.settrace
     sys.addaudithook(space["audit"])
     space.clear()  # the functions keep what they need in their defaults
     send()  # the first record, before any of the cell's code: a cell cannot keep the harness from seeing it
-    sys.settrace(glob)
+    _amb_warm(cell)
+    settrace(glob)
     atexit.register(send, True)
     state["armed"] = True
 
 
+def _amb_warm(cell):
+    """Import the packages the cell's leading import statements name before tracing starts: they are the
+    cell's first statements, so they would run first anyway, and imports are most of what tracing costs
+    (every instruction of a package's module code runs slower under sys.settrace). The working folder is
+    not on sys.path yet, so nothing the agent wrote is imported here; a failure is left to the cell."""
+    try:
+        with open(cell, "rb") as f:
+            tree = compile(f.read(), cell, "exec", 1024)  # ast.PyCF_ONLY_AST
+    except Exception:
+        return
+    for node in tree.body:
+        kind = type(node).__name__
+        if kind == "Expr" and type(node.value).__name__ == "Constant":
+            continue  # a docstring
+        if kind == "Import":
+            names = [(a.name, None) for a in node.names]
+        elif kind == "ImportFrom" and not node.level and node.module:
+            names = [(node.module, [a.name for a in node.names if a.name != "*"] or None)]
+        else:
+            break
+        for name, fromlist in names:
+            try:
+                __import__(name, fromlist=fromlist or ())
+            except BaseException:
+                return
+
+
 _amb_trace(''' + repr(_TRACER_BODY) + r''')
-del _amb_trace
+del _amb_trace, _amb_warm
 '''
 
 
