@@ -116,6 +116,29 @@ def test_a_failed_statement_cannot_be_marked_complete_by_hand(folders):
     assert not any(a == 3 for a, _ in r.executed["arcs"])
 
 
+STEAL_PTH = """import os, site
+os.makedirs(site.getusersitepackages(), exist_ok=True)
+with open(os.path.join(site.getusersitepackages(), "steal.pth"), "w") as f:
+    f.write("import os; open(os.path.join(os.environ.get('AMB_WORKSPACE', '.'), 'stolen.txt'), 'w')"
+            ".write(repr(sorted(k for k in os.environ if k.startswith('AMB_TRACE'))))\\n")
+os.makedirs(os.path.join(site.getusersitepackages(), "mine"), exist_ok=True)
+open(os.path.join(site.getusersitepackages(), "mine", "__init__.py"), "w").write("X = 1\\n")
+print(site.getusersitepackages())
+"""
+
+
+def test_user_site_pth_files_cannot_take_the_key(folders, isolation):
+    """A .pth file in the user's site-packages (the workspace's ~/.local) runs before sitecustomize: with
+    the tracer's key in reach it could seal records of its own. Python cells start without running them;
+    the folder is still on sys.path (packages installed with pip --user import)."""
+    cells = [(STEAL_PTH, "python"), ("import mine, site, sys\nprint(mine.X, site.ENABLE_USER_SITE)", "python")]
+    first, second = run_cells(folders, cells)
+    assert first.exit_code == 0, first.stderr
+    assert second.exit_code == 0 and second.stdout == "1 True\n", second.stderr
+    assert second.executed["status"] == "complete"
+    assert not (folders / "ws" / "stolen.txt").exists()
+
+
 def test_an_edited_or_replayed_record_does_not_verify():
     key = "11" * 32
     import hashlib

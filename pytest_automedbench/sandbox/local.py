@@ -282,6 +282,10 @@ class LocalSandbox(Sandbox):
         filter_fd = seccomp.filter_fd() if self.bwrap else None
         try:
             result = self._run(cmd, stdin, timeout, filter_fd, channel)
+        except BaseException:
+            if channel is not None:
+                channel.facts(True, code)  # closes its pipe
+            raise
         finally:
             if filter_fd is not None:
                 os.close(filter_fd)

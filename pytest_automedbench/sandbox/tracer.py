@@ -198,6 +198,14 @@ def _amb_trace(body):
     import os, sys
     env = os.environ
     fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEY", None), env.pop("AMB_TRACE_CELL", None)
+    if env.pop("AMB_TRACE_USER_SITE", None) == "1":
+        env.pop("PYTHONNOUSERSITE", None)
+        import site
+        user = site.getusersitepackages()
+        if os.path.isdir(user) and user not in sys.path:
+            at = next((i for i, p in enumerate(sys.path) if p.rstrip("/").endswith("-packages")), len(sys.path))
+            sys.path.insert(at, user)
+        site.ENABLE_USER_SITE = True
     if fd is None or key is None or cell is None:
         return
     import _hashlib, atexit, opcode, re, secrets
@@ -287,7 +295,11 @@ class TraceChannel:
         """Variables that switch the tracer on, with the write end as the cell's fd `fd`."""
         if self.language == "bash":
             return {"BASH_XTRACEFD": str(fd)}
-        return {ENV_FD: str(fd), ENV_KEY: self.key, ENV_CELL: self.cell_path or ""}
+        # PYTHONNOUSERSITE: .pth files in the user's site-packages (the workspace's ~/.local, the agent's
+        # to write) would run before the tracer and could take its key; the tracer puts that folder back
+        # on sys.path (without running its .pth files) and hands child processes the usual environment.
+        return {ENV_FD: str(fd), ENV_KEY: self.key, ENV_CELL: self.cell_path or "", "PYTHONNOUSERSITE": "1",
+                "AMB_TRACE_USER_SITE": "1"}
 
     def started(self) -> None:
         """The cell holds its copy of the write end: the harness closes its own (EOF when the cell ends)."""
