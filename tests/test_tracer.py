@@ -139,6 +139,23 @@ def test_user_site_pth_files_cannot_take_the_key(folders, isolation):
     assert not (folders / "ws" / "stolen.txt").exists()
 
 
+PARENT_ENVIRON = """import subprocess
+r = subprocess.run(["sh", "-c", "tr '\\\\0' '\\\\n' < /proc/$PPID/env''iron"], capture_output=True, text=True)
+print(r.stdout)
+"""
+
+
+def test_the_key_is_not_in_the_cells_environment(folders, isolation):
+    """A child process can read its parent's initial environment (/proc/<ppid>/environ): the key is never
+    there; it comes through a pipe the tracer emptied and closed before the cell's first line."""
+    import re
+
+    r, = run_cells(folders, [(PARENT_ENVIRON, "python")])
+    assert r.executed["status"] == "complete", r.executed
+    assert "AMB_TRACE_FD=" in r.stdout or r.violations  # read it (or the guard refused the read)
+    assert not re.search(r"[0-9a-f]{64}", r.stdout)
+
+
 def test_an_edited_or_replayed_record_does_not_verify():
     key = "11" * 32
     import hashlib

@@ -319,9 +319,10 @@ class LocalSandbox(Sandbox):
         run = dict(env=env, cwd=cwd, timeout=timeout, cap=self.config.output_cap_bytes, workspace=cwd,
                    disk_mb=self.config.disk_mb, kill=self._kill)
         if self._launcher is not None:  # the launcher hands the filter to the cell as fd 3, the tracer's pipe next
-            extra = ([filter_fd] if filter_fd is not None else []) + ([channel.write_fd] if channel else [])
+            first = [filter_fd] if filter_fd is not None else []
+            extra = first + (channel.fds if channel else [])
             launched = self._limits_prefix(join_cgroup=False) + self._wrapped(cmd, 3 if filter_fd is not None else None)
-            cell_env = {**env, **channel.env(2 + len(extra))} if channel else env
+            cell_env = {**env, **channel.env([3 + len(first) + i for i in range(len(channel.fds))])} if channel else env
             try:
                 return run_process(launched, code, spawn=lambda: self._launcher.spawn(launched, cell_env, cwd, extra),
                                    **run)
@@ -330,9 +331,9 @@ class LocalSandbox(Sandbox):
                 if filter_fd is not None:
                     os.lseek(filter_fd, 0, os.SEEK_SET)
         cmd = self._wrapped(cmd, filter_fd)
-        passed = tuple(fd for fd in (filter_fd, channel.write_fd if channel else None) if fd is not None)
+        passed = tuple(([filter_fd] if filter_fd is not None else []) + (channel.fds if channel else []))
         if channel is not None:
-            run["env"] = {**env, **channel.env(channel.write_fd)}
+            run["env"] = {**env, **channel.env(channel.fds)}
         prefix = self._limits_prefix()
         if prefix is not None:
             return run_process(prefix + cmd, code, pass_fds=passed, **run)

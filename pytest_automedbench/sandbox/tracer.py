@@ -12,8 +12,9 @@ a `sys.settrace` tracer that follows only frames of the cell's file and records
            generators and comprehensions that ran
 
 and sends them as records over an inherited pipe (the write end; the harness holds the read end),
-each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes in the environment,
-which the tracer removes before the cell's code starts. The harness (`TraceChannel`) accepts a
+each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes through a second pipe
+the tracer empties and closes before the cell's code starts (never the environment: a child process
+could read its parent's /proc/<pid>/environ). The harness (`TraceChannel`) accepts a
 cell's executed facts only when every record verifies, the sequence has no gap and the last record
 says the cell ended (`end`). Everything else is a status, never an exception:
 
@@ -47,7 +48,7 @@ from typing import Any
 
 RECORD_CAP = 8 << 20  # bytes of records kept per cell; a cell flooding the pipe is `tampered`
 FACTS_CAP = 20000  # lines / arcs kept in the stored facts (a cell is far smaller)
-ENV_FD, ENV_KEY, ENV_CELL = "AMB_TRACE_FD", "AMB_TRACE_KEY", "AMB_TRACE_CELL"
+ENV_FD, ENV_KEY, ENV_CELL = "AMB_TRACE_FD", "AMB_TRACE_KEYFD", "AMB_TRACE_CELL"
 XTRACE_PS4 = "+AMBX${LINENO} "
 # The bash cell's first line (bash ignores PS4 from the environment when run as root), so the
 # cell's line n is LINENO n + 1.
@@ -197,7 +198,7 @@ TRACER = r'''
 def _amb_trace(body):
     import os, sys
     env = os.environ
-    fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEY", None), env.pop("AMB_TRACE_CELL", None)
+    fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEYFD", None), env.pop("AMB_TRACE_CELL", None)
     if env.pop("AMB_TRACE_USER_SITE", None) == "1":
         env.pop("PYTHONNOUSERSITE", None)
         import site
@@ -207,6 +208,17 @@ def _amb_trace(body):
             sys.path.insert(at, user)
         site.ENABLE_USER_SITE = True
     if fd is None or key is None or cell is None:
+        return
+    try:  # the key's pipe: read whole, then closed, before any of the cell's code (nothing left to steal)
+        key_fd, key = int(key), b""
+        while len(key) < 64:
+            chunk = os.read(key_fd, 64 - len(key))
+            if not chunk:
+                break
+            key += chunk
+        os.close(key_fd)
+        key = key.decode()
+    except (OSError, ValueError):
         return
     import _hashlib, atexit, opcode, re, secrets
     name = "amb-tracer-" + secrets.token_hex(8)
@@ -287,25 +299,37 @@ class TraceChannel:
         self.key = secrets.token_hex(32)
         self.read_fd, self.write_fd = os.pipe()
         os.set_inheritable(self.read_fd, False)
+        self.key_fd = -1
+        if language == "python":  # the key travels in a pipe the tracer empties and closes before the cell runs
+            self.key_fd, key_w = os.pipe()
+            os.write(key_w, self.key.encode())
+            os.close(key_w)
         self._data, self._over = bytearray(), False
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
-    def env(self, fd: int) -> dict[str, str]:
-        """Variables that switch the tracer on, with the write end as the cell's fd `fd`."""
+    @property
+    def fds(self) -> list[int]:
+        """What the cell gets: the records' write end (and, for python, the key's read end)."""
+        return [self.write_fd] + ([self.key_fd] if self.key_fd >= 0 else [])
+
+    def env(self, fds: list[int]) -> dict[str, str]:
+        """Variables that switch the tracer on, with `fds` the numbers `self.fds` have in the cell."""
         if self.language == "bash":
-            return {"BASH_XTRACEFD": str(fd)}
+            return {"BASH_XTRACEFD": str(fds[0])}
+        fd, key_fd = fds
         # PYTHONNOUSERSITE: .pth files in the user's site-packages (the workspace's ~/.local, the agent's
         # to write) would run before the tracer and could take its key; the tracer puts that folder back
         # on sys.path (without running its .pth files) and hands child processes the usual environment.
-        return {ENV_FD: str(fd), ENV_KEY: self.key, ENV_CELL: self.cell_path or "", "PYTHONNOUSERSITE": "1",
+        return {ENV_FD: str(fd), ENV_KEY: str(key_fd), ENV_CELL: self.cell_path or "", "PYTHONNOUSERSITE": "1",
                 "AMB_TRACE_USER_SITE": "1"}
 
     def started(self) -> None:
-        """The cell holds its copy of the write end: the harness closes its own (EOF when the cell ends)."""
-        if self.write_fd >= 0:
-            os.close(self.write_fd)
-            self.write_fd = -1
+        """The cell holds its copies: the harness closes its own (EOF when the cell ends)."""
+        for name in ("write_fd", "key_fd"):
+            if getattr(self, name) >= 0:
+                os.close(getattr(self, name))
+                setattr(self, name, -1)
 
     def _pump(self) -> None:
         try:
