@@ -22,14 +22,20 @@ says the cell ended (`end`). Everything else is a status, never an exception:
     incomplete   the records stop early because the harness killed the cell (timeout, disk): what
                  was sent counts
     tampered     a record that does not verify (garbage, an edit, a replay), a gap, no end record
-                 from a cell that ended on its own (the pipe closed or dup'ed over, os._exit, a
-                 kill), or the cell called sys.settrace / sys.setprofile / gc.get_objects /
-                 gc.get_referrers / gc.get_referents itself (audit events): no credit from tracing
-    not_traced   no tracer could run (no guard folder, a backend that cannot pass a pipe)
+                 from a cell that exited 0 (the pipe closed or dup'ed over, os._exit), or the cell
+                 called sys.settrace / sys.setprofile / gc.get_objects / gc.get_referrers /
+                 gc.get_referents (audit events), read or replaced the tracer's defaults or code,
+                 called the tracer by hand with a made-up frame, or ran code compiled under its own
+                 file name: no facts at all for the cell
+    not_traced   no record came (the interpreter did not load the guard): read as text
 
-The tracer is in the cell's process, so a cell that digs its tracer out of memory (its closure,
-the HMAC object) could seal records of its own; that takes deliberate introspection, which the
-judge's static check of the cell's text also flags (`TAMPER_WORDS`). Bash cells: `set -x` with
+The tracer is in the cell's process. What keeps a cell from sealing records of its own: the key
+never reaches the cell's code (pipe, not environment; python cells start with PYTHONNOUSERSITE so
+no .pth file the agent wrote runs first), the HMAC is a _hashlib C object reachable only through
+the tracer's default arguments (an audited read), and nothing the tracer calls can be patched.
+What remains is reading process memory itself (ctypes over raw addresses), which the guard's
+tripwires and the judge's static check of the cell's text (`TAMPER_WORDS`) only partly cover.
+Bash cells: `set -x` with
 BASH_XTRACEFD on a harness-held pipe (`XTRACE_PS4` numbers each command by its line); a bash cell
 can write to that fd, so its records are unsealed facts, and a cell that names the fd or turns
 xtrace off is `tampered`.
@@ -366,7 +372,8 @@ def _tampered(why: str) -> dict[str, Any]:
 
 def verify(data: bytes, key: str, killed: bool, overflow: bool, code: str = "") -> dict[str, Any]:
     """Check and merge a python cell's records (module docstring) into its executed facts; `killed`:
-    the cell did not exit 0 (the harness killed it, or it failed), so a missing end is no tampering."""
+    the cell did not exit 0 (the harness killed it, or it failed: it earns nothing either way), so a
+    missing end record is no tampering."""
     if overflow:
         return _tampered(f"more than {RECORD_CAP >> 20} MB of trace records")
     word = TAMPER_WORDS.search(code)
