@@ -68,6 +68,7 @@ class TraceEvent:
     files_between: list[dict[str, Any]] | None = None
     snapshot_s: float = 0.0  # harness time the two snapshots took
     replay: dict[str, Any] | None = None  # the counterfactual replay of a check cell (judge/replay.py)
+    executed: dict[str, Any] | None = None  # what of the cell ran, by the harness's tracer (sandbox/tracer.py)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -299,7 +300,7 @@ def record_cell(record: RunRecord, result: ExecResult, language: str, code: str,
         exit_code=result.exit_code, duration_s=round(result.duration_s, 3), timed_out=result.timed_out,
         truncated=result.truncated, blocked=result.blocked, outputs_after=count_outputs(output_dir),
         cases_after=count_cases(output_dir), files=files, files_between=files_between,
-        snapshot_s=round(snapshot_s, 4),
+        snapshot_s=round(snapshot_s, 4), executed=result.executed,
     ))
     record.violations.extend({**v, "cell": len(record.trace) - 1} for v in result.violations)
     record.disqualified = record.disqualified or result.disqualified

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Iterable, Mapping
 
 from . import vocabulary as V
+from .executed import Ran, prune
 
 IN, OUTP, OUT, RES, MODEL, ONE, LIST, OPTIM, HANDLE = (
     "in", "outpath", "out", "result", "model", "one", "list", "optim", "handle")
@@ -85,16 +86,18 @@ class CodeFacts:
 
 
 @lru_cache(maxsize=512)
-def _read_cached(code: str, language: str, scripts: tuple[tuple[str, str], ...], depth: int) -> CodeFacts:
+def _read_cached(code: str, language: str, scripts: tuple[tuple[str, str], ...], depth: int,
+                 ran: Ran | None = None) -> CodeFacts:
     if language == "bash":
         return _Shell(code, dict(scripts), depth).facts
-    return _Python(code, dict(scripts), depth).facts
+    return _Python(code, dict(scripts), depth, ran).facts
 
 
 def read_cell(code: str | None, language: str | None = "python", scripts: Mapping[str, str] | None = None,
-              depth: int = 0) -> CodeFacts:
-    """The facts of one cell; `scripts` are files earlier cells wrote (name -> source), for runs of them."""
-    return _read_cached(code or "", language or "python", tuple(sorted((scripts or {}).items())), depth)
+              depth: int = 0, ran: Ran | None = None) -> CodeFacts:
+    """The facts of one cell; `scripts` are files earlier cells wrote (name -> source), for runs of them;
+    `ran`: what of a python cell ran, by the harness's tracer (executed.py): only that is read."""
+    return _read_cached(code or "", language or "python", tuple(sorted((scripts or {}).items())), depth, ran)
 
 
 def _file_name(value: str) -> str:
@@ -184,7 +187,7 @@ def _empty_iterable(node: ast.AST) -> bool:
 
 
 class _Python:
-    def __init__(self, code: str, scripts: dict[str, str], depth: int):
+    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: Ran | None = None):
         self.facts = CodeFacts(lines=code.splitlines())
         self.scripts, self.depth = scripts, depth
         self.alias: dict[str, str] = {}
@@ -203,6 +206,8 @@ class _Python:
         except (SyntaxError, ValueError, RecursionError):
             self.facts.parsed = False
             return
+        if ran is not None:
+            tree = prune(tree, ran)
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs.setdefault(node.name, node)
@@ -650,7 +655,7 @@ class _Shell:
     failure would have failed the cell: under `set -e`, the last command, or before `&&` (a
     command before `||` never is, and nothing after `exit` runs)."""
 
-    def __init__(self, code: str, scripts: dict[str, str], depth: int):
+    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: Ran | None = None):
         self.facts = CodeFacts(lines=code.splitlines())
         self.scripts, self.depth = dict(scripts), depth
         lines, i, commands = self.facts.lines, 0, []

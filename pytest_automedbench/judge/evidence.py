@@ -7,6 +7,9 @@ files it wrote show it: it printed something or an assert passed, outputs appear
 Pilot and full run are told apart by the cases the outputs cover after each cell
 (TraceEvent.cases_after, counted by case_count.count_cases), not by a file count: one
 answers.json with every answer is a full run, the same file with one answer a pilot.
+
+Where the harness traced a python cell (TraceEvent.executed, sandbox/tracer.py), only the code that
+ran is read (executed.py); a cell whose trace shows tampering has no facts at all.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 from .. import safefs
 from ..agents.loop import RunRecord, TraceEvent
 from .code import CodeFacts, read_cell
+from .executed import Ran, tampered
 
 STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -50,6 +54,11 @@ class Cell:
         """Its output shows what it did: it printed something, or an assert in it passed."""
         return self.ok and (bool((self.event.stdout or "").strip()) or self.facts.asserts > 0)
 
+    @property
+    def traced(self) -> bool:
+        """Its facts come from the lines that ran (the harness's tracer), not from its text alone."""
+        return Ran.of(self.event.executed) is not None and (self.event.language or "python") == "python"
+
     def cite(self, line: int | None = None) -> str:
         text = self.facts.line(line)
         return f"cell {self.index}" + (f" line {line}: {text}" if text else "")
@@ -59,7 +68,11 @@ def read_run(record: RunRecord) -> list[Cell]:
     """The run's code cells in order; a script an earlier cell wrote is read where a later one runs it."""
     cells, scripts, before = [], {}, 0
     for e in record.code_cells():
-        facts = read_cell(e.code, e.language, scripts)
+        if tampered(e.executed):  # it disabled, closed or forged its tracer: nothing it did counts
+            facts = CodeFacts(lines=(e.code or "").splitlines())
+        else:
+            ran = Ran.of(e.executed) if (e.language or "python") == "python" else None
+            facts = read_cell(e.code, e.language, scripts, ran=ran)
         scripts.update(facts.scripts)
         now = cases_after(e)
         cells.append(Cell(e, facts, now, max(0, now - before)))

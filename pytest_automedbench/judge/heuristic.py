@@ -1,8 +1,9 @@
 """The heuristic judge (the default): S1-S3 decided offline and deterministically from evidence.
 
 Items and levels are the rubric's (rubric.yaml). S1 reads the plan files; S2 and S3 read the
-cells as code (evidence.py, code.py: never comments or strings) and credit an item only when a
-cell that ran shows it: exit 0, and its output or the files it wrote show the effect. Every item
+cells as code (evidence.py, code.py: never comments or strings), on the lines the harness's tracer
+saw run where there is a trace (executed.py), and credit an item only when a cell that ran shows
+it: exit 0, and its output or the files it wrote show the effect. Every item
 records its evidence (a file, a cell and the quoted line), so a reader of result.json can check
 the verdict. A stage the run never reached scores 0, whatever the tier forgives: S1 needs
 plan.md, S2 and S3 need a tool call attributed to them or to a later stage (stages.py runs first).
@@ -403,6 +404,13 @@ def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int, public: P
     cells = read_run(record)
     attribute_stages(record, n_cases, cells)
     history = history or History(record, public)
-    return {"S1": judge_s1(workspace, tier, history, brief),
-            "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases),
-            "S3": judge_s3(record, cells, n_cases, history)}
+    verdicts = {"S1": judge_s1(workspace, tier, history, brief),
+                "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases),
+                "S3": judge_s3(record, cells, n_cases, history)}
+    python = [c for c in cells if (c.event.language or "python") == "python"]
+    if python and not any(c.traced for c in python):  # no trace: the text's reading stands, and says so
+        for stage in ("S2", "S3"):
+            for name, item in verdicts[stage].items.items():
+                if name not in ("_stage", "level", "at_most_5_env_failures"):
+                    item["evidence"] = f"{item['evidence']} [executed lines not_observable: code read as text]"
+    return verdicts

@@ -27,6 +27,7 @@ from ..agents.base import Agent, Usage
 from ..agents.loop import RunRecord, TraceEvent
 from ..files import atomic_write
 from . import heuristic
+from .executed import Ran, tampered
 from .heuristic import StageVerdict, apply_tier_and_reach
 from .rubric import load_rubric
 from .stages import reached
@@ -297,6 +298,7 @@ def harness_facts(record: RunRecord, verdicts: dict[str, StageVerdict]) -> str:
     heuristic used; what they refused caps the model's verdict, cap_by_facts)."""
     lines = [f"{stage}: {why}" for stage, v in verdicts.items() for why in v.denied]
     for e in record.code_cells():
+        lines += executed_facts(e)
         r = e.replay
         weights = r.get("weights") if isinstance(r, dict) else None
         if isinstance(weights, dict) and "depends" in weights:
@@ -308,6 +310,23 @@ def harness_facts(record: RunRecord, verdicts: dict[str, StageVerdict]) -> str:
                          + (f"fails on {', '.join(r['fails_on'])}" if r["fails_on"] else "passes on every one "
                             f"({', '.join(r.get('passes_on', []))}): it cannot fail"))
     return "\n".join(lines[:40])
+
+
+def executed_facts(e) -> list[str]:
+    """What the harness's tracer saw of one cell (sandbox/tracer.py), as lines for the judge model."""
+    why = tampered(e.executed)
+    if why:
+        return [f"call {e.index}: its tracer was tampered with ({why[:120]}): nothing it did counts"]
+    ran = Ran.of(e.executed) if (e.language or "python") == "python" else None
+    if ran is None:
+        return []
+    code = (e.code or "").splitlines()
+    never = [n for n, text in enumerate(code, 1) if text.strip() and not text.strip().startswith("#")
+             and n not in ran.lines]
+    if not never:
+        return []
+    shown = ", ".join(map(str, never[:15])) + (" ..." if len(never) > 15 else "")
+    return [f"call {e.index}: lines that never ran (the harness's tracer): {shown}"]
 
 
 def cap_by_facts(verdicts: dict[str, StageVerdict], heuristic_verdicts: dict[str, StageVerdict]) -> dict[str, str]:

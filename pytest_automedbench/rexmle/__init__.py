@@ -93,10 +93,10 @@ def result_section(task, track, outputs: Path, data, record) -> dict[str, Any] |
         section["error"] = str(e)
         return section
     section["n_humans"] = board.n_humans
-    from .capabilities import heuristic_report
+    from .capabilities import heuristic_report, run_executed
 
     try:
-        section["capabilities"] = heuristic_report(record.conversation)
+        section["capabilities"] = heuristic_report(record.conversation, executed=run_executed(record.trace))
     except Exception as e:  # the capability judge never costs a run its result
         section["capabilities"] = {"judge": "heuristic", "error": f"{type(e).__name__}: {e}"[:300]}
     if record.disqualified or not record.submitted or track.n_valid == 0:

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..judge.code import CodeFacts, read_cell
+from ..judge.executed import Ran, tampered
 
 STRATEGIES_FILE = Path(__file__).with_name("strategies.yaml")
 FRAGMENT_CHARS = 15000
@@ -111,12 +112,15 @@ def load_strategies(path: Path = STRATEGIES_FILE) -> tuple[Strategy, ...]:
                  for s in raw)
 
 
-def log_entries(conversation: list[dict[str, Any]]) -> list[Entry]:
-    """The run's log from its neutral conversation (conversation.json), cells paired with results."""
+def log_entries(conversation: list[dict[str, Any]], executed: list[tuple[str, Any]] | None = None) -> list[Entry]:
+    """The run's log from its neutral conversation (conversation.json), cells paired with results;
+    `executed`: the trace's (code, executed facts) per code cell, in order, so a cell the harness traced
+    is read on the lines that ran (judge/executed.py) and one that tampered with its tracer shows nothing."""
     results = {m.get("tool_call_id"): str(m.get("content") or "") for m in conversation if m.get("role") == "tool"}
     entries: list[Entry] = []
     cell = 0
     scripts: dict[str, str] = {}
+    traced = list(executed or [])
     for m in conversation:
         if m.get("role") != "assistant":
             continue
@@ -131,13 +135,30 @@ def log_entries(conversation: list[dict[str, Any]]) -> list[Entry]:
             language = "bash" if args.get("language") == "bash" else "python"
             ok = out.startswith("exit_code: 0") and "(timed out)" not in out.splitlines()[0]
             printed = ok and bool("".join(out.splitlines()[1:]).strip())
-            facts = read_cell(code, language, scripts)
+            seen = traced.pop(0) if traced else (None, None)
+            facts = _read(code, language, scripts, seen[1] if seen[0] == code else None)
             scripts.update(facts.scripts)
             text = (f"[cell {cell}] {language}\n{code}\n[result]\n"
                     f"{out if len(out) <= OUTPUT_CHARS else out[:200] + ' ... ' + out[-OUTPUT_CHARS:]}")
             entries.append(Entry(text, code, ok, cell, language, printed, facts))
             cell += 1
     return entries
+
+
+def _read(code: str, language: str, scripts: dict[str, str], executed: Any) -> CodeFacts:
+    if tampered(executed):
+        return CodeFacts(lines=code.splitlines())
+    return read_cell(code, language, scripts, ran=Ran.of(executed) if language == "python" else None)
+
+
+def run_executed(trace: list[Any]) -> list[tuple[str, Any]]:
+    """(code, executed facts) of each code cell of a trace (TraceEvent objects or trace.jsonl dicts)."""
+    out = []
+    for e in trace:
+        get = e.get if isinstance(e, dict) else lambda k, e=e: getattr(e, k, None)
+        if get("tool") == "execute_code" and get("code") is not None:
+            out.append((get("code"), get("executed")))
+    return out
 
 
 def fragments(entries: list[Entry], max_chars: int = FRAGMENT_CHARS) -> list[list[Entry]]:
@@ -175,11 +196,12 @@ def _summarise(judge: str, scores: list[dict[int, tuple[int, str]]], strategies:
             "errors": errors or []}
 
 
-def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGMENT_CHARS) -> dict[str, Any]:
+def heuristic_report(conversation: list[dict[str, Any]], max_chars: int = FRAGMENT_CHARS,
+                     executed: list[tuple[str, Any]] | None = None) -> dict[str, Any]:
     """Offline judge: a strategy scores 1 in a fragment when code that ran shows it (Strategy.found)
-    in a cell that exited 0 and printed something or wrote a file."""
+    in a cell that exited 0 and printed something or wrote a file (`executed`: run_executed(trace))."""
     strategies = load_strategies()
-    frags = fragments(log_entries(conversation), max_chars)
+    frags = fragments(log_entries(conversation, executed), max_chars)
     scores: list[dict[int, tuple[int, str]]] = []
     for frag in frags:
         found: dict[int, tuple[int, str]] = {}
@@ -255,7 +277,14 @@ def llm_report(agent, conversation: list[dict[str, Any]], max_chars: int = FRAGM
 def report_from_run_dir(run_dir: Path, agent=None) -> dict[str, Any]:
     """Judge a finished run from its conversation.json (heuristic unless an agent is given)."""
     conversation = json.loads((Path(run_dir) / "conversation.json").read_text(encoding="utf-8"))
-    return llm_report(agent, conversation) if agent is not None else heuristic_report(conversation)
+    if agent is not None:
+        return llm_report(agent, conversation)
+    trace = Path(run_dir) / "trace.jsonl"
+    try:
+        events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        events = []
+    return heuristic_report(conversation, executed=run_executed([e for e in events if isinstance(e, dict)]))
 
 
 def format_report(report: dict[str, Any]) -> str:

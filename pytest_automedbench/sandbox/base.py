@@ -37,6 +37,9 @@ class ExecResult:
     violations: list[dict[str, Any]] = field(default_factory=list)  # policy violations of this cell
     disqualified: bool = False  # this cell's violation disqualifies the run
     harness_s: float = 0.0  # the harness's own checks around the cell (the guard's): not the agent's time
+    # What ran (sandbox/tracer.py): status complete | incomplete | tampered | not_traced, and the lines,
+    # arcs, exits and code objects of a python cell or the lines of a bash cell; None: not traced.
+    executed: dict[str, Any] | None = None
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import Any
 
 from .. import safefs
 from .base import AGENT_WORKSPACE, ExecResult, Sandbox
+from .tracer import TRACER
 
 GUARD_INSIDE = "/opt/amb-guard"  # where sandboxes that remap paths mount the guard folder
 DISQUALIFY_AT = 2  # violations in one run that disqualify it
@@ -146,10 +147,15 @@ def static_check(code: str, inference_only: bool, forbidden: list[str],
 
 @dataclass
 class GuardFiles:
-    """The guard folder given to a sandbox: sitecustomize.py, policy.json and bin/ wrappers."""
+    """The guard folder given to a sandbox: sitecustomize.py (with the tracer), policy.json, bin/ wrappers
+    and cells/ (each python cell's code, read-only, as the file it runs from: tracer.py)."""
 
     host_dir: Path
     forbidden_inside: list[str] = field(default_factory=list)
+
+    @property
+    def cells(self) -> Path:
+        return self.host_dir / "cells"
 
     def env(self, inside: str, base_path: str, pythonpath: list[str] = ()) -> dict[str, str]:
         """Variables that switch layers 2 and 3 on, for a guard folder mounted at `inside` (its
@@ -165,7 +171,7 @@ def write_guard_files(forbidden: list[str], writable: list[str], allowed: list[s
     root = Path(tempfile.mkdtemp(prefix="amb-guard-"))
     (root / "policy.json").write_text(json.dumps({"forbidden": forbidden, "writable": writable, "allowed": allowed,
                                                   "libraries": list(libraries), "inference_only": inference_only}))
-    (root / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    (root / "sitecustomize.py").write_text(_SITECUSTOMIZE + TRACER)  # the tracer: tracer.py
     bin_dir = root / "bin"
     bin_dir.mkdir()
     patterns = "|".join(["*/proc/*/root*", "*/proc/*/cwd*", "*/proc/*/environ*", "*/private", "*/private/*",

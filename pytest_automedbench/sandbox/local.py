@@ -35,6 +35,7 @@ from .gpus import cuda_visible_devices, device_nodes
 from .guard import GUARD_INSIDE
 from .pythonenv import SYSTEM_DIRS, AgentPython, agent_python
 from .spawner import Launcher, LauncherGone
+from .tracer import BOOTSTRAP, XTRACE_PREFIX, TraceChannel, cell_file
 
 # Variables a cell inherits from the harness; everything else (API keys above all) is dropped.
 PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "NLTK_DATA", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -86,6 +87,7 @@ class LocalSandbox(Sandbox):
         self.user: CellUser = cell_user()
         self.removed: list[str] = []  # what sanitising the workspace removed after the run
         self._reserve: Path | None = None  # the runs filesystem's reserve for this run's results (cells.py)
+        self._cells = 0  # cells run (names each python cell's file: tracer.py)
 
     def start(self) -> None:
         cfg = self.config
@@ -276,33 +278,63 @@ class LocalSandbox(Sandbox):
 
     def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:
         timeout = timeout or self.config.cell_timeout_s
-        cmd = self._interpreter(language)
+        cmd, stdin, channel = self._traced(language, code)
         ooms = self._cgroups.oom_kills()
         filter_fd = seccomp.filter_fd() if self.bwrap else None
         try:
-            result = self._run(cmd, code, timeout, filter_fd)
+            result = self._run(cmd, stdin, timeout, filter_fd, channel)
+        except BaseException:
+            if channel is not None:
+                channel.facts(True, code)  # closes its pipe
+            raise
         finally:
             if filter_fd is not None:
                 os.close(filter_fd)
+            if channel is not None:
+                channel.started()
+        if channel is not None:
+            result.executed = channel.facts(result.exit_code != 0, code)
         if self._cgroups.oom_kills() > ooms:  # said plainly: the cell only sees a SIGKILL
             result.stderr += "\n" + OOM_NOTE.format(mb=self.config.memory_mb)
         return result
 
-    def _run(self, cmd: list[str], code: str, timeout: float, filter_fd: int | None) -> ExecResult:
+    def _traced(self, language: str, code: str) -> tuple[list[str], str, TraceChannel | None]:
+        """The cell's command, its stdin and its tracer channel (tracer.py): a python cell runs from a
+        read-only file in the guard folder, a bash cell with xtrace on; untraced without a guard folder."""
+        cmd, guard = self._interpreter(language), self.config.guard
+        if guard is None or os.environ.get("AMB_NO_TRACE") == "1":  # AMB_NO_TRACE: benchmarks/bench_tracing.py
+            return cmd, code, None
+        self._cells += 1
+        if language == "bash":
+            return cmd, XTRACE_PREFIX + code, TraceChannel("bash")
+        try:
+            host = cell_file(guard.cells, self._cells, code)
+        except OSError:  # the guard folder is the harness's; if it cannot be written, the cell runs untraced
+            return cmd, code, None
+        inside = f"{GUARD_INSIDE}/cells/{host.name}" if self.bwrap else str(host)
+        return [cmd[0], "-c", BOOTSTRAP, inside], "", TraceChannel("python", inside)
+
+    def _run(self, cmd: list[str], code: str, timeout: float, filter_fd: int | None,
+             channel: TraceChannel | None = None) -> ExecResult:
         env, cwd = self._environment(), self.config.workspace_dir
         run = dict(env=env, cwd=cwd, timeout=timeout, cap=self.config.output_cap_bytes, workspace=cwd,
                    disk_mb=self.config.disk_mb, kill=self._kill)
-        if self._launcher is not None:  # the launcher hands the filter to the cell as fd 3
+        if self._launcher is not None:  # the launcher hands the filter to the cell as fd 3, the tracer's pipe next
+            first = [filter_fd] if filter_fd is not None else []
+            extra = first + (channel.fds if channel else [])
             launched = self._limits_prefix(join_cgroup=False) + self._wrapped(cmd, 3 if filter_fd is not None else None)
-            extra = [filter_fd] if filter_fd is not None else []
+            cell_env = {**env, **channel.env([3 + len(first) + i for i in range(len(channel.fds))])} if channel else env
             try:
-                return run_process(launched, code, spawn=lambda: self._launcher.spawn(launched, env, cwd, extra), **run)
+                return run_process(launched, code, spawn=lambda: self._launcher.spawn(launched, cell_env, cwd, extra),
+                                   **run)
             except LauncherGone:  # fall back to joining the cgroups per cell
                 self._launcher = None
                 if filter_fd is not None:
                     os.lseek(filter_fd, 0, os.SEEK_SET)
         cmd = self._wrapped(cmd, filter_fd)
-        passed = (filter_fd,) if filter_fd is not None else ()
+        passed = tuple(([filter_fd] if filter_fd is not None else []) + (channel.fds if channel else []))
+        if channel is not None:
+            run["env"] = {**env, **channel.env(channel.fds)}
         prefix = self._limits_prefix()
         if prefix is not None:
             return run_process(prefix + cmd, code, pass_fds=passed, **run)

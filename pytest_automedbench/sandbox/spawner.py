@@ -4,8 +4,8 @@ Moving a process into a cgroup-v1 hierarchy waits for an RCU grace period (~8-10
 cell paid when it joined the process cap on its own. A child is born in its parent's cgroup for
 free, so one small launcher joins the cgroup once per sandbox and forks every cell:
 
-    harness --(socketpair: argv, env, cwd + the cell's stdin/stdout/stderr fds [+ one more, e.g. the
-               seccomp filter bubblewrap reads, which the cell gets as fd 3])--> launcher
+    harness --(socketpair: argv, env, cwd + the cell's stdin/stdout/stderr fds [+ a few more, e.g. the
+               seccomp filter bubblewrap reads and the tracer's pipe, which the cell gets as fds 3, 4, ...])--> launcher
     launcher: posix_spawn(cell, setsid)   ->  {"pid": N}     (or {"error": "..."})
     launcher: waitpid(cell)               ->  {"exit": code}
 
@@ -16,6 +16,7 @@ and the sandbox falls back to joining the cgroup per cell.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -26,27 +27,29 @@ from pathlib import Path
 from typing import Callable
 
 _MAX_MESSAGE = 1 << 20
+_MAX_EXTRA = 4  # file descriptors a cell gets beyond stdin/stdout/stderr, as fds 3, 4, ...
 
 
 def _serve(sock: socket.socket) -> None:
     """The launcher's loop: one cell at a time, until the harness closes its end."""
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 4)
+            data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3 + _MAX_EXTRA)
         except OSError:
             return
         if not data:
             return
+        # Out of the way of the numbers they become (dup2(3, 3) would leave fd 3 close-on-exec); only
+        # their dup2 copies (0, 1, 2, 3, ...) reach the cell.
+        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
         for fd in fds:
-            os.set_inheritable(fd, False)  # only their dup2 copies (0, 1, 2) reach the cell
+            os.close(fd)
+        fds = moved
         try:
             req = json.loads(data)
-            if len(fds) not in (3, 4):
-                raise ValueError(f"expected 3 or 4 file descriptors, got {len(fds)}")
+            if not 3 <= len(fds) <= 3 + _MAX_EXTRA:
+                raise ValueError(f"expected 3 to {3 + _MAX_EXTRA} file descriptors, got {len(fds)}")
             os.chdir(req["cwd"])
-            if len(fds) == 4 and fds[3] == 3:  # dup2(3, 3) would leave it close-on-exec
-                fds[3] = os.dup(3)
-                os.close(3)
             actions = [(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(fds)]
             pid = os.posix_spawn(req["argv"][0], req["argv"], req["env"], file_actions=actions, setsid=True)
         except Exception as e:  # a request that cannot start is an answer, not a dead launcher
@@ -109,7 +112,7 @@ class Launcher:
         return json.loads(data)
 
     def spawn(self, argv: list[str], env: dict[str, str], cwd: Path, extra: list[int] = ()) -> LaunchedCell:
-        """Start `argv` in a new session inside the cgroup, with `extra` (at most one fd) as its fd 3;
+        """Start `argv` in a new session inside the cgroup, with `extra` (up to four fds) as its fds 3, 4, ...;
         raises LauncherGone or OSError."""
         pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read end, write end)
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]

@@ -1,0 +1,431 @@
+"""Executed code, tamper-evident: which lines of a cell ran, sent over a pipe only the harness reads.
+
+A python cell runs from a read-only file the harness writes into the guard folder (`cell_file`),
+started by a one-line bootstrap (`python -c BOOTSTRAP <file>`: `sys.path[0]` stays the working
+folder, as with stdin). The guard's sitecustomize installs `TRACER` before the cell's first line:
+a `sys.settrace` tracer that follows only frames of the cell's file and records
+
+    lines  the lines that ran
+    arcs   (from, to) line pairs the same frame went through without an exception in between
+    exits  lines a frame returned (or yielded) from normally
+    calls  the cell's code objects that were called (name, first line, column): lambdas,
+           generators and comprehensions that ran
+
+and sends them as records over an inherited pipe (the write end; the harness holds the read end),
+each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes through a second pipe
+the tracer empties and closes before the cell's code starts (never the environment: a child process
+could read its parent's /proc/<pid>/environ). The harness (`TraceChannel`) accepts a
+cell's executed facts only when every record verifies, the sequence has no gap and the last record
+says the cell ended (`end`). Everything else is a status, never an exception:
+
+    complete     every record verified and the cell ended normally
+    incomplete   the records stop early because the harness killed the cell (timeout, disk): what
+                 was sent counts
+    tampered     a record that does not verify (garbage, an edit, a replay), a gap, no end record
+                 from a cell that exited 0 (the pipe closed or dup'ed over, os._exit), or the cell
+                 called sys.settrace / sys.setprofile / gc.get_objects / gc.get_referrers /
+                 gc.get_referents (audit events), read or replaced the tracer's defaults or code,
+                 called the tracer by hand with a made-up frame, or ran code compiled under its own
+                 file name: no facts at all for the cell
+    not_traced   no record came (the interpreter did not load the guard): read as text
+
+The tracer is in the cell's process. What keeps a cell from sealing records of its own: the key
+never reaches the cell's code (pipe, not environment; python cells start with PYTHONNOUSERSITE so
+no .pth file the agent wrote runs first), the HMAC is a _hashlib C object reachable only through
+the tracer's default arguments (an audited read), and nothing the tracer calls can be patched.
+What remains is reading process memory itself (ctypes over raw addresses), which the guard's
+tripwires and the judge's static check of the cell's text (`TAMPER_WORDS`) only partly cover.
+Bash cells: `set -x` with
+BASH_XTRACEFD on a harness-held pipe (`XTRACE_PS4` numbers each command by its line); a bash cell
+can write to that fd, so its records are unsealed facts, and a cell that names the fd or turns
+xtrace off is `tampered`.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+RECORD_CAP = 8 << 20  # bytes of records kept per cell; a cell flooding the pipe is `tampered`
+FACTS_CAP = 20000  # lines / arcs kept in the stored facts (a cell is far smaller)
+ENV_FD, ENV_KEY, ENV_CELL = "AMB_TRACE_FD", "AMB_TRACE_KEYFD", "AMB_TRACE_CELL"
+XTRACE_PS4 = "+AMBX${LINENO} "
+# The bash cell's first line (bash ignores PS4 from the environment when run as root), so the
+# cell's line n is LINENO n + 1.
+XTRACE_PREFIX = f"PS4='{XTRACE_PS4}'; set -x\n"
+# Words in a cell's text that reach for the tracer or its channel: the cell's trace earns nothing.
+TAMPER_WORDS = re.compile(r"\b(?:settrace|setprofile|gettrace|getprofile|f_trace(?:_lines|_opcodes)?|__closure__"
+                          r"|cell_contents|get_referents|get_referrers|get_objects|BASH_XTRACEFD|AMB_TRACE_\w+"
+                          r"|PS4)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/")
+
+# Runs the cell file as __main__ would run stdin: its own frames show the file's lines, a failure
+# prints the traceback without this bootstrap's frame.
+BOOTSTRAP = ("I=__import__;I('sys').argv[0]='-'\n"
+             "try:exec(compile(open(I('sys').argv[1],'rb').read(),I('sys').argv.pop(1),'exec'),I('sys').modules['__main__'].__dict__)\n"
+             "except SystemExit:raise\n"
+             "except BaseException as e:I('sys').excepthook(type(e),e,e.with_traceback(e.__traceback__.tb_next).__traceback__);I('sys').exit(1)")
+
+# Installed by the guard's sitecustomize (guard.py); only the standard library. Everything the tracer's
+# functions use, down to the builtins and the HMAC (a C object from _hashlib: its methods cannot be
+# patched), is bound in their default arguments when it is installed, before the cell's first line:
+# reading or replacing a function's defaults or code is an audit event that flags the cell, and nothing
+# the cell patches afterwards (json, os.write, builtins, their module globals) reaches the tracer. Its
+# line tracer keeps no state in a closure, checks that it is given real frames (called by hand with a
+# made-up one, it flags the cell), and code objects compiled under the cell's file name are refused.
+_TRACER_BODY = r'''
+def send(end=False, FD=FD, OWNER=OWNER, MAC=MAC, STATE=STATE, FRESH=FRESH, write=write, getpid=getpid,
+         str=str, map=map, len=len):
+    if STATE["dead"] or getpid() != OWNER:
+        return
+    calls = ",".join('["%s",%d,%d]' % (c[0], c[1], c[2]) for c in FRESH["c"])
+    data = ('{"l":[%s],"a":[%s],"x":[%s],"c":[%s],"t":[%s],"end":%s}' % (
+        ",".join(map(str, FRESH["l"])), ",".join("[%d,%d]" % a for a in FRESH["a"]),
+        ",".join(map(str, FRESH["x"])), calls, ",".join('"%s"' % f for f in STATE["flags"]),
+        "true" if end else "false")).encode()
+    STATE["flags"] = []
+    for v in FRESH.values():
+        v.clear()
+    STATE["n"] = 0
+    seq = STATE["seq"]
+    STATE["seq"] = seq + 1
+    m = MAC.copy()
+    m.update(b"%d " % seq + data)
+    out = b"AMBT %d %s %s\n" % (seq, m.hexdigest().encode(), data)
+    try:
+        while out:
+            out = out[write(FD, out):]
+    except OSError:
+        STATE["dead"] = True
+
+
+def flag(why, STATE=STATE, send=send):
+    STATE["flags"].append(why)
+    send()
+
+
+def key_of(code, safe=SAFE_NAME):
+    name = code.co_name if safe(code.co_name) else "?"
+    for line, _, col, endcol in code.co_positions():
+        if line is not None and col is not None and (col, endcol) != (0, 0):
+            return (name, code.co_firstlineno, col)
+    return (name, code.co_firstlineno, -1)
+
+
+def adopt(code, LEGIT=LEGIT, type=type):
+    todo = [code]
+    while todo:
+        code = todo.pop()
+        LEGIT.add(code)
+        todo += [c for c in code.co_consts if type(c) is type(code)]
+
+
+def local(frame, event, arg, FRAME=FRAME, RAN=RAN, ARCS=ARCS, EXITS=EXITS, FRESH=FRESH, LAST=LAST, STATE=STATE,
+          OPS=OPS, ENDS=ENDS, send=send, flag=flag, type=type, len=len, me=None):
+    if type(frame) is not FRAME:  # called by hand with a made-up frame
+        flag("a call of the tracer by hand")
+        return None
+    if event == "line":
+        line = frame.f_lineno
+        if line not in RAN:
+            RAN.add(line)
+            FRESH["l"].append(line)
+            STATE["n"] += 1
+        last = LAST.get(frame, -1)
+        if last >= 0:
+            arc = (last << 20) | line
+            if arc not in ARCS:
+                ARCS.add(arc)
+                FRESH["a"].append((last, line))
+                STATE["n"] += 1
+                if STATE["n"] >= 2000:
+                    send()
+        LAST[frame] = line
+    elif event == "return":
+        last = LAST.pop(frame, -1)
+        if last >= 0 and last not in EXITS:
+            # a frame really returning (or yielding) stands on that instruction; one a cell passes by
+            # hand (a traceback's frame, its own mid-line) does not: no completion from it
+            code = frame.f_code
+            ops = OPS.get(code)
+            if ops is None:
+                ops = OPS[code] = code.co_code
+            at = frame.f_lasti
+            if 0 <= at < len(ops) and ops[at] in ENDS:
+                EXITS.add(last)
+                FRESH["x"].append(last)
+    elif event == "exception":
+        LAST[frame] = -1
+    return me
+
+
+local.__defaults__ = local.__defaults__[:-1] + (local,)
+
+
+def glob(frame, event, arg, FRAME=FRAME, MAIN=MAIN, CELL=CELL, LEGIT=LEGIT, CALLS=CALLS, FRESH=FRESH, LAST=LAST,
+         flag=flag, adopt=adopt, key_of=key_of, local=local, type=type):
+    if type(frame) is not FRAME:
+        flag("a call of the tracer by hand")
+        return None
+    if frame.f_globals is not MAIN:  # f_globals first: reading f_code is an audit event
+        return None
+    code = frame.f_code
+    if code.co_filename != CELL:
+        return None
+    if code not in LEGIT:
+        if LEGIT or code.co_name != "<module>":
+            flag("code compiled under the cell's file name")
+            return None
+        adopt(code)
+    if code not in CALLS:
+        CALLS.add(code)
+        FRESH["c"].append(key_of(code))
+    LAST[frame] = -1
+    return local
+
+
+def audit(event, args, STATE=STATE, WATCHED=WATCHED, NAME=NAME, FUNC=FUNC, OWNER=OWNER, getpid=getpid,
+          flag=flag, type=type, len=len, getattr=getattr):
+    if not STATE["armed"] or getpid() != OWNER:
+        return
+    if event in WATCHED:
+        flag(event)
+    elif event in ("object.__getattr__", "object.__setattr__", "object.__delattr__") and len(args) > 1 \
+            and type(args[0]) is FUNC and getattr(args[0], "__module__", None) == NAME:
+        flag("touches the tracer's " + ("code" if args[1] == "__code__" else "defaults"))
+'''
+
+TRACER = r'''
+def _amb_trace(body):
+    import os, sys
+    env = os.environ
+    fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEYFD", None), env.pop("AMB_TRACE_CELL", None)
+    if env.pop("AMB_TRACE_USER_SITE", None) == "1":
+        env.pop("PYTHONNOUSERSITE", None)
+        import site
+        user = site.getusersitepackages()
+        if os.path.isdir(user) and user not in sys.path:
+            at = next((i for i, p in enumerate(sys.path) if p.rstrip("/").endswith("-packages")), len(sys.path))
+            sys.path.insert(at, user)
+        site.ENABLE_USER_SITE = True
+    if fd is None or key is None or cell is None:
+        return
+    try:  # the key's pipe: read whole, then closed, before any of the cell's code (nothing left to steal)
+        key_fd, key = int(key), b""
+        while len(key) < 64:
+            chunk = os.read(key_fd, 64 - len(key))
+            if not chunk:
+                break
+            key += chunk
+        os.close(key_fd)
+        key = key.decode()
+    except (OSError, ValueError):
+        return
+    import _hashlib, atexit, opcode, re, secrets
+    name = "amb-tracer-" + secrets.token_hex(8)
+    space = {"__name__": name, "NAME": name, "FRAME": type(sys._getframe()), "FUNC": type(_amb_trace),
+             "FD": int(fd), "OWNER": os.getpid(), "CELL": cell, "MAC": _hashlib.hmac_new(bytes.fromhex(key), b"", "sha256"),
+             "MAIN": sys.modules["__main__"].__dict__, "RAN": set(), "ARCS": set(), "EXITS": set(),
+             "CALLS": set(), "LEGIT": set(), "LAST": {}, "FRESH": {"l": [], "a": [], "x": [], "c": []},
+             "STATE": {"seq": 0, "dead": False, "n": 0, "flags": [], "armed": False},
+             "WATCHED": frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
+                                   "gc.get_referents"}),
+             "OPS": {}, "ENDS": frozenset({opcode.opmap["RETURN_VALUE"], opcode.opmap["YIELD_VALUE"]}),
+             "write": os.write, "getpid": os.getpid, "SAFE_NAME": re.compile(r"^[\w<>]+$").match}
+    del key
+    exec(body, space)
+    send, glob = space["send"], space["glob"]
+    state, settrace = space["STATE"], sys.settrace
+    sys.addaudithook(space["audit"])
+    space.clear()  # the functions keep what they need in their defaults
+    send()  # the first record, before any of the cell's code: a cell cannot keep the harness from seeing it
+    _amb_warm(cell)
+    settrace(glob)
+    atexit.register(send, True)
+    state["armed"] = True
+
+
+def _amb_warm(cell):
+    """Import the packages the cell's leading import statements name before tracing starts: they are the
+    cell's first statements, so they would run first anyway, and imports are most of what tracing costs
+    (every instruction of a package's module code runs slower under sys.settrace). The working folder is
+    not on sys.path yet, so nothing the agent wrote is imported here; a failure is left to the cell."""
+    try:
+        with open(cell, "rb") as f:
+            tree = compile(f.read(), cell, "exec", 1024)  # ast.PyCF_ONLY_AST
+    except Exception:
+        return
+    for node in tree.body:
+        kind = type(node).__name__
+        if kind == "Expr" and type(node.value).__name__ == "Constant":
+            continue  # a docstring
+        if kind == "Import":
+            names = [(a.name, None) for a in node.names]
+        elif kind == "ImportFrom" and not node.level and node.module:
+            names = [(node.module, [a.name for a in node.names if a.name != "*"] or None)]
+        else:
+            break
+        for name, fromlist in names:
+            try:
+                __import__(name, fromlist=fromlist or ())
+            except BaseException:
+                return
+
+
+_amb_trace(''' + repr(_TRACER_BODY) + r''')
+del _amb_trace, _amb_warm
+'''
+
+
+def cell_file(folder: Path, index: int, code: str) -> Path:
+    """Write the cell's code, read-only, as `folder/cell-<index>.py` (folder: the guard's cells/)."""
+    folder.mkdir(mode=0o755, exist_ok=True)
+    path = folder / f"cell-{index}.py"
+    if path.exists():
+        path.chmod(0o644)
+    tmp = folder / f".cell-{index}.tmp"
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+    with os.fdopen(fd, "wb") as f:
+        f.write(code.encode())
+    os.replace(tmp, path)
+    return path
+
+
+class TraceChannel:
+    """The harness's end of one cell's record pipe: `write_fd` goes to the cell, `facts()` after it ends."""
+
+    def __init__(self, language: str, cell_path: str | None = None):
+        self.language, self.cell_path = language, cell_path
+        self.key = secrets.token_hex(32)
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_inheritable(self.read_fd, False)
+        self.key_fd = -1
+        if language == "python":  # the key travels in a pipe the tracer empties and closes before the cell runs
+            self.key_fd, key_w = os.pipe()
+            os.write(key_w, self.key.encode())
+            os.close(key_w)
+        self._data, self._over = bytearray(), False
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    @property
+    def fds(self) -> list[int]:
+        """What the cell gets: the records' write end (and, for python, the key's read end)."""
+        return [self.write_fd] + ([self.key_fd] if self.key_fd >= 0 else [])
+
+    def env(self, fds: list[int]) -> dict[str, str]:
+        """Variables that switch the tracer on, with `fds` the numbers `self.fds` have in the cell."""
+        if self.language == "bash":
+            return {"BASH_XTRACEFD": str(fds[0])}
+        fd, key_fd = fds
+        # PYTHONNOUSERSITE: .pth files in the user's site-packages (the workspace's ~/.local, the agent's
+        # to write) would run before the tracer and could take its key; the tracer puts that folder back
+        # on sys.path (without running its .pth files) and hands child processes the usual environment.
+        return {ENV_FD: str(fd), ENV_KEY: str(key_fd), ENV_CELL: self.cell_path or "", "PYTHONNOUSERSITE": "1",
+                "AMB_TRACE_USER_SITE": "1"}
+
+    def started(self) -> None:
+        """The cell holds its copies: the harness closes its own (EOF when the cell ends)."""
+        for name in ("write_fd", "key_fd"):
+            if getattr(self, name) >= 0:
+                os.close(getattr(self, name))
+                setattr(self, name, -1)
+
+    def _pump(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self.read_fd, 65536)
+                if not chunk:
+                    break
+                if len(self._data) < RECORD_CAP:
+                    self._data += chunk
+                else:
+                    self._over = True
+        except OSError:
+            pass
+
+    def facts(self, killed: bool, code: str) -> dict[str, Any]:
+        """The executed facts (see the module's docstring); `killed`: the harness stopped the cell."""
+        self.started()
+        self._thread.join(timeout=5)  # every writer is dead by now, except one that escaped the kill
+        try:
+            os.close(self.read_fd)
+        except OSError:
+            pass
+        if self.language == "bash":
+            return xtrace_facts(bytes(self._data), self._over, code)
+        return verify(bytes(self._data), self.key, killed, self._over, code)
+
+    def close(self) -> None:
+        self.started()
+
+
+def _tampered(why: str) -> dict[str, Any]:
+    return {"status": "tampered", "reason": why[:300]}
+
+
+def verify(data: bytes, key: str, killed: bool, overflow: bool, code: str = "") -> dict[str, Any]:
+    """Check and merge a python cell's records (module docstring) into its executed facts; `killed`:
+    the cell did not exit 0 (the harness killed it, or it failed: it earns nothing either way), so a
+    missing end record is no tampering."""
+    if overflow:
+        return _tampered(f"more than {RECORD_CAP >> 20} MB of trace records")
+    word = TAMPER_WORDS.search(code)
+    if word:
+        return _tampered(f"the cell's code reaches for its tracer ({word.group(0)!r})")
+    mac = hmac.new(bytes.fromhex(key), digestmod=hashlib.sha256)
+    lines, arcs, exits, calls, ended = set(), set(), set(), [], False
+    records = data.split(b"\n")
+    if records[-1] == b"" or killed:
+        records.pop()  # the text after the last newline: nothing, or a record the kill cut short
+    for n, raw in enumerate(records):
+        parts = raw.split(b" ", 3)
+        if len(parts) != 4 or parts[0] != b"AMBT" or not parts[1].isdigit():
+            return _tampered(f"record {n} is not a tracer record")
+        m = mac.copy()
+        m.update(b"%s " % parts[1] + parts[3])
+        if not hmac.compare_digest(m.hexdigest().encode(), parts[2]):
+            return _tampered(f"record {n} does not verify (edited or forged)")
+        if int(parts[1]) != n:
+            return _tampered(f"record {n} is out of sequence ({int(parts[1])})")
+        if ended:
+            return _tampered("records after the end record")
+        try:
+            body = json.loads(parts[3])
+        except ValueError:
+            return _tampered(f"record {n} is not JSON")
+        if body.get("t"):
+            return _tampered("the cell called " + ", ".join(sorted(set(map(str, body["t"])))))
+        lines.update(body.get("l", ()))
+        arcs.update(map(tuple, body.get("a", ())))
+        exits.update(body.get("x", ()))
+        calls += body.get("c", ())
+        ended = bool(body.get("end"))
+    if not records:
+        return {"status": "not_traced", "reason": "no tracer records (the interpreter did not load the guard)"}
+    if not ended and not killed:
+        return _tampered("the tracer never sent its end record (its pipe was closed or replaced, or the "
+                         "process ended without exiting)")
+    return {"status": "complete" if ended else "incomplete", "lines": sorted(lines)[:FACTS_CAP],
+            "arcs": sorted(arcs)[:FACTS_CAP], "exits": sorted(exits)[:FACTS_CAP],
+            "calls": sorted(map(list, {tuple(c) for c in calls if isinstance(c, list) and len(c) == 3}))[:FACTS_CAP]}
+
+
+_XTRACE = re.compile(rb"^\++AMBX(\d+) ", re.M)
+
+
+def xtrace_facts(data: bytes, overflow: bool, code: str = "") -> dict[str, Any]:
+    """The lines of a bash cell whose commands ran (first-level xtrace records, line 1 is `set -x`)."""
+    if overflow:
+        return _tampered(f"more than {RECORD_CAP >> 20} MB of xtrace output")
+    word = TAMPER_WORDS.search(code)
+    if word:
+        return _tampered(f"the cell's code reaches for its xtrace ({word.group(0)!r})")
+    lines = sorted({int(m.group(1)) - 1 for m in _XTRACE.finditer(data) if int(m.group(1)) > 1})
+    return {"status": "complete", "lines": lines[:FACTS_CAP]}
