@@ -1,11 +1,13 @@
 """AIDE from a checkout (``AMB_AIDE_SRC``) and the MLE-bench/ReX-MLE fork (thesofakillers/aideml v6.3.3).
 
 The fork is not on PyPI and pins a whole ML stack, so CI does not run it. These tests install a
-stand-in checkout for real (a venv, ``pip install --no-deps --no-build-isolation``, offline): a
+stand-in checkout for real (a venv, ``pip install --no-deps``, offline: its in-tree build backend
+needs nothing from an index): a
 tiny package with the fork's markers (``aide/utils/config.yaml`` with ``agent.time_limit``; an
 ``aide.backend.determine_provider`` that routes by name as the fork's does; an ``aide.run.run``
 that records what it was given and writes ``best_submission/`` and ``best_solution.py`` where the
-fork writes them). The fork's own code is not copied here.
+fork writes them). The fork's own code is not copied here. With the real fork installed
+(``AMB_AIDE_SRC=<checkout> automedbench agents install aide``), test_agents_aide.py runs it.
 """
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -110,7 +111,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 
 def make_checkout(root: Path, config: str = FORK_CONFIG) -> Path:
-    files = {"pyproject.toml": PYPROJECT, "wheel_backend.py": BACKEND_HOOKS, "aide/__init__.py": "", "aide/run.py": RUN, "aide/backend/__init__.py": BACKEND,
+    files = {"pyproject.toml": PYPROJECT, "wheel_backend.py": BACKEND_HOOKS,
+             "aide/__init__.py": "", "aide/run.py": RUN, "aide/backend/__init__.py": BACKEND,
              "aide/utils/__init__.py": "", "aide/utils/config.yaml": config}
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
