@@ -7,7 +7,7 @@ from conftest import FIXTURES
 from pytest_automedbench.agents.bridged import adapter_for, agents_dir
 
 AGENTS = agents_dir()
-HOW = {"claude-code": "npm", "codex": "npm", "aide": "PyPI", "rdagent": "PyPI",
+HOW = {"claude-code": "npm", "codex": "npm", "aide": "PyPI, or a checkout named by AMB_AIDE_SRC", "rdagent": "PyPI",
        "ml-master": "a git checkout named by AMB_ML_MASTER_SRC"}
 
 

@@ -13,6 +13,8 @@
   N is ``AMB_AIDE_STEPS`` (default 5). Its working folder is in the cell's temporary folder: it
   links the read-only data into it, and such a link inside /workspace is a policy violation. Its
   final report is off: 0.2.2 sends ``max_output_tokens`` to Chat Completions there and fails.
+- From a checkout (``AMB_AIDE_SRC``), and the fork MLE-bench and ReX-MLE run (time limit,
+  ``best_submission``): see aide_fork.py; what is installed is recorded in ``<agents>/aide/install.json``.
 - Trace: ``journal.json`` (one node per step: plan, code, terminal output, analysis, metric,
   buggy) becomes one ``execute_code`` event per node (python, its code and output) with the
   node's stage (draft / debug / improve) and metric in ``native``; the node's ctime places it.
@@ -21,14 +23,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
+from . import aide_fork
 from .base import Adapter, Launch, venv_install
 
 VERSION = "0.2.2"
 RUNTIME_DEPS = ["backoff", "black", "funcy", "humanize", "jsonschema", "dataclasses-json", "omegaconf", "loguru", "shutup",
                 "coolname", "igraph", "genson", "rich", "tqdm"]
+CHECKOUT_DEPS = ["openai", "anthropic", "google-generativeai"]  # the fork's backend imports all three
 LOGS = ".agent/aide/logs"
 
 
@@ -44,12 +49,21 @@ class Aide(Adapter):
 
     def install(self, agents_dir: Path) -> Path:
         folder = self.install_dir(agents_dir)
+        given = os.environ.get(aide_fork.SOURCE_ENV)
+        if given:
+            aide_fork.checkout(given)  # refused before anything is built
+            shutil.rmtree(folder / "venv", ignore_errors=True)
+            aide_fork.install_checkout(folder, given, RUNTIME_DEPS + CHECKOUT_DEPS)
+            return folder
         venv_install(folder / "venv", ["--no-deps", f"aideml=={VERSION}"], RUNTIME_DEPS)
+        (folder / aide_fork.RECORD).write_text(json.dumps({"source": "PyPI", "version": VERSION}) + "\n", encoding="utf-8")
         return folder
 
     def launch(self, agents_dir: Path, limits: Any) -> Launch:
         steps = int(os.environ.get("AMB_AIDE_STEPS", "5"))
         timeout = max(60, int(limits.cell_timeout_s))
+        if aide_fork.is_fork(self.install_dir(agents_dir)):
+            return aide_fork.fork_launch(self.python(agents_dir), steps, timeout)
         aide = self.install_dir(agents_dir) / "venv" / "bin" / "aide"
         command = (f'cat > "$AMB_WORKSPACE/.agent/aide/brief.md"; '
                    f'{aide} data_dir="$AMB_PUBLIC_DIR" desc_file="$AMB_WORKSPACE/.agent/aide/brief.md" '
