@@ -197,3 +197,20 @@ def test_inference_is_not_training():
     code = ("import torch\nnet = torch.nn.Linear(2, 2)\nnet.load_state_dict(torch.load('/data/public/m.pt'))\n"
             "x = torch.zeros(1, 2)\nx += 1\nwith torch.no_grad():\n    y = net(x)\nprint(y)\n")
     assert not read_cell(code).training
+
+
+def test_a_choice_wrapped_over_two_lines_is_read_as_one_sentence_but_a_keyword_list_is_not(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    plan = ("# Plan\nWe inspected the images first and then decided that we will use the shipped\n"
+            "UNet, because it was trained for exactly these three labels on similar scans.\n"
+            "Alternatives considered were SegResNet and nnU-Net, and Otsu thresholds as a baseline.\n"
+            "1. Inspect the images and their spacing before anything else.\n"
+            "2. Pilot the model on a single case and check its label set.\n"
+            "3. Segment every case and write the outputs, then submit them.\n")
+    (ws / "plan.md").write_text(plan)
+    assert judge_s1(ws, "standard").items["model_chosen"]["met"]
+    words = "Plan for the segmentation of the brain images with a model\n"  # 5+ words, then keywords
+    (ws / "plan.md").write_text("# Plan\n- Models considered UNet SegResNet nnU-Net today\n- use\n- pilot\n"
+                                + words * 4)
+    assert not judge_s1(ws, "standard").items["model_chosen"]["met"]

@@ -154,6 +154,25 @@ def plan_timing(history: History | None, name: str) -> tuple[bool, str]:
     return True, ""
 
 
+LIST_ITEM = re.compile(r"^\s*(#+|\d+[.)]|[-*+])\s*")
+
+
+def unwrapped(raw: list[str]) -> list[str]:
+    """plan.md's lines (list markers and headings stripped) with a sentence wrapped over several lines
+    joined back: a line continues the one before when it starts no list item or heading and the one
+    before holds 5+ words and ends without a sentence's or a clause's end (list items, and one-word
+    keyword lines, are never joined into a sentence)."""
+    out: list[str] = []
+    for ln in raw:
+        prev = out[-1].rstrip() if out else ""
+        if (ln.strip() and not LIST_ITEM.match(ln) and prev and _words(prev) >= 5
+                and not re.search(r"[.!?:;]$", prev)):
+            out[-1] = prev + " " + ln.strip()
+        else:
+            out.append(LIST_ITEM.sub("", ln))
+    return out
+
+
 def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None) -> StageVerdict:
     v = StageVerdict(0.0)
     plan = workspace / "plan.md"
@@ -178,7 +197,8 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
            note or f"plan.md {words} words, {len(prose)} sentences of 5+ words")
     steps = [ln for ln in raw if P.STEP_LINE.match(ln) and _words(ln) >= 3]
     v.item("clear_pipeline", len(steps) >= 3, note or f"{len(steps)} numbered or bulleted steps of 3+ words")
-    chosen = next((x for x in prose if P.CHOICE_WORDS.search(x)
+    sentences = [x for ln in unwrapped(raw) for x in re.split(r"(?<=[.!?;])\s+", ln) if _words(x) >= 5]
+    chosen = next((x for x in sentences if P.CHOICE_WORDS.search(x)
                    and (P.MODEL_WORDS.search(x) or P.METHOD_NOUNS.search(x))), None)
     models = sorted({m.group(0).lower() for ln in lines if _words(ln) >= 4 for m in P.MODEL_WORDS.finditer(ln)})
     v.item("model_chosen", chosen is not None,

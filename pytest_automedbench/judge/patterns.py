@@ -21,7 +21,7 @@ METHOD_NOUNS = re.compile(r"\b(models?|methods?|network|architecture|classifier|
                           r"weights|regressor|estimator|rules?|heuristic)\b", re.I)
 CHOICE_WORDS = re.compile(r"\b(use|using|chose|choose|chosen|select\w*|pick\w*|go with|adopt\w*)\b", re.I)
 STEP_LINE = re.compile(r"^\s*(\d+[.)]|[-*])\s+\S", re.M)
-ENV_FAILURE = re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|ERROR: Could not|"
+ENV_FAILURE = re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|ERROR: Could not|ResolutionImpossible|"
                          r"pip\S* .*error|command not found", re.I)
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 OOM = re.compile(r"MemoryError|out of memory|OutOfMemory|Killed|oom-kill|Cannot allocate memory", re.I)
