@@ -253,3 +253,14 @@ def test_the_last_submission_folder_when_there_is_no_best(fork, tmp_path):
     assert out.returncode == 0, out.stderr
     assert not (tmp_path / "tmp" / "aide-ws" / "run" / "best_submission").exists()
     assert (outputs / "submission.csv").read_text() == "id,label\n1,0\n"
+
+
+def test_the_cli_source_option_names_the_checkout(tmp_path, monkeypatch, capsys):
+    from pytest_automedbench.cli import main
+
+    monkeypatch.delenv(aide_fork.SOURCE_ENV, raising=False)
+    assert main(["agents", "install", "aide", "codex", "--source", str(tmp_path)]) == 2
+    assert "--source names the checkout of one agent" in capsys.readouterr().err
+    # one agent: the option becomes its variable (here a folder that is no checkout: refused by name)
+    assert main(["agents", "install", "aide", "--source", str(tmp_path), "--agents-dir", str(tmp_path / "a")]) == 1
+    assert f"AMB_AIDE_SRC={tmp_path.resolve()}: not an AIDE checkout" in capsys.readouterr().err

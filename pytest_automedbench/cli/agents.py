@@ -21,6 +21,9 @@ def add_parser(subparsers) -> None:
     inst.add_argument("names", nargs="+", choices=BRIDGED_KINDS, metavar="NAME", help=", ".join(BRIDGED_KINDS))
     inst.add_argument("--agents-dir", default=None, help="the agents folder (as --amb-agents-dir)")
     inst.add_argument("--force", action="store_true", help="install again even when installed")
+    inst.add_argument("--source", default=None, metavar="CHECKOUT",
+                      help="install from this checkout: aide (the MLE-bench / ReX-MLE fork, as AMB_AIDE_SRC) or "
+                           "ml-master (as AMB_ML_MASTER_SRC)")
     inst.set_defaults(func=install)
     ls = sub.add_parser("list", help="which agents are installed")
     ls.add_argument("--agents-dir", default=None)
@@ -37,7 +40,22 @@ def _world_readable(root: Path) -> None:
                 os.chmod(path, os.stat(path).st_mode | 0o444)
 
 
+def _source_variables() -> dict[str, str]:
+    """Agents that install from a user's checkout -> the variable their adapter reads it from."""
+    from ..agents.bridged import aide_fork, ml_master
+
+    return {"aide": aide_fork.SOURCE_ENV, "ml-master": ml_master.SOURCE_ENV}
+
+
 def install(args) -> int:
+    if getattr(args, "source", None):
+        variables = _source_variables()
+        takers = [n for n in args.names if n in variables]
+        if len(args.names) != 1 or not takers:
+            print(f"automedbench agents install: --source names the checkout of one agent "
+                  f"({' or '.join(variables)}), got {', '.join(args.names)}", file=sys.stderr)
+            return 2
+        os.environ[variables[takers[0]]] = str(Path(args.source).expanduser().resolve())
     root = agents_dir(args.agents_dir)
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o755)
