@@ -256,9 +256,12 @@ def remove_tree(path: Path | str) -> bool:
     except OSError:
         return False
     try:
-        stack: list[tuple[str, list[str]]] = [("", _clear_files(fd))]  # (folder's name, its subfolders left)
+        # (folder's name, its subfolders left, its identity): climbing back by ".." must land on the
+        # folder it came from; a folder moved meanwhile (a process still running) stops the removal
+        # rather than let it work on whatever ".." now is, outside the tree
+        stack: list[tuple[str, list[str], tuple[int, int]]] = [("", _clear_files(fd), _identity(fd))]
         while stack:
-            name, pending = stack[-1]
+            name, pending, _ = stack[-1]
             if pending:
                 child = pending.pop()
                 try:
@@ -268,7 +271,7 @@ def remove_tree(path: Path | str) -> bool:
                     continue
                 os.close(fd)
                 fd = sub
-                stack.append((child, _clear_files(fd)))
+                stack.append((child, _clear_files(fd), _identity(fd)))
                 continue
             stack.pop()
             if not stack:
@@ -276,6 +279,8 @@ def remove_tree(path: Path | str) -> bool:
             parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = parent
+            if _identity(fd) != stack[-1][2]:
+                return False
             try:
                 os.rmdir(name, dir_fd=fd)
             except OSError:
@@ -294,6 +299,11 @@ def remove_tree(path: Path | str) -> bool:
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 def _open_child(name: str, fd: int) -> int:

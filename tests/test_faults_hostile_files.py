@@ -395,3 +395,25 @@ def test_the_bounded_proc_rule_still_catches_real_paths():
     for code in ["open('/proc/self/root/etc/passwd')", "os.listdir('/proc/1/cwd')", 'p = f"/proc/{pid}/environ"',
                  "open('/proc/self/task/1234/root/x')"]:
         assert static_check(code, True, [])[0] == "forbidden_path", code
+
+
+def test_removal_stops_when_a_folder_is_moved_out_under_it(tmp_path, monkeypatch):
+    """A process still running moves the folder being removed elsewhere: climbing back by ".." would
+    land outside the tree and go on there; the removal stops instead, and nothing outside is touched."""
+    root, decoy = tmp_path / "ws", tmp_path / "elsewhere"
+    for d in (root / "a" / "b", root / "a" / "c", decoy / "c"):
+        d.mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (decoy / "c" / "precious.txt").write_text("keep")
+    b_ino = (root / "a" / "b").stat().st_ino
+    real = safefs._clear_files
+
+    def moving(fd):
+        out = sorted(real(fd), reverse=True)  # pending names are taken from the end: b before c
+        if os.fstat(fd).st_ino == b_ino:  # while the harness stands in b, b moves out of the tree
+            os.rename(root / "a" / "b", decoy / "b")
+        return out
+
+    monkeypatch.setattr(safefs, "_clear_files", moving)
+    assert safefs.remove_tree(root) is False
+    assert (decoy / "c" / "precious.txt").read_text() == "keep"
