@@ -69,7 +69,8 @@ def test_docker_container_gets_limits_and_gpu_requests(folders):
                               extra={"docker_image": "img:tag"}))
     kw = sb.container_kwargs()
     assert kw["image"] == "img:tag" and kw["read_only"] and kw["network_mode"] == "none"
-    assert kw["security_opt"] == ["no-new-privileges"] and kw["cap_drop"] == ["ALL"]
+    assert kw["security_opt"][0] == "no-new-privileges" and kw["cap_drop"] == ["ALL"]
+    assert kw["security_opt"][1].startswith("seccomp=")  # the cells' own filter (seccomp.docker_profile)
     assert kw["pids_limit"] == 64 and kw["mem_limit"] == "2048m" and "/tmp" in kw["tmpfs"]
     assert kw["volumes"][str(folders / "public")] == {"bind": "/data/public", "mode": "ro"}
     assert kw["volumes"][str(folders / "ws")] == {"bind": "/workspace", "mode": "rw"}

@@ -96,7 +96,8 @@ def result_section(task, track, outputs: Path, data, record) -> dict[str, Any] |
     from .capabilities import heuristic_report, run_executed
 
     try:
-        section["capabilities"] = heuristic_report(record.conversation, executed=run_executed(record.trace))
+        executed = run_executed(getattr(record, "trace", None) or [])  # a recorded log without a trace: as text
+        section["capabilities"] = heuristic_report(record.conversation, executed=executed)
     except Exception as e:  # the capability judge never costs a run its result
         section["capabilities"] = {"judge": "heuristic", "error": f"{type(e).__name__}: {e}"[:300]}
     if record.disqualified or not record.submitted or track.n_valid == 0:
