@@ -86,26 +86,11 @@ def materialize(workspace: Path, image: Path) -> None:
         _run("mount", "-o", "loop,ro,nodev,nosuid,noexec", str(image), str(workspace))
     plain = workspace.with_name(workspace.name + ".plain")
     safefs.remove_tree(plain)
-    safefs.copy_tree(workspace, plain)
-    _copy_owners(workspace, plain)
+    safefs.copy_tree(workspace, plain, keep_owner=True)
     unmount(workspace)
     os.rmdir(workspace)
     os.replace(plain, workspace)
     image.unlink()
-
-
-def _copy_owners(src: Path, dst: Path) -> None:
-    st = os.lstat(src)
-    os.lchown(dst, st.st_uid, st.st_gid)
-    os.chmod(dst, st.st_mode & 0o7777)
-    for e in safefs.walk(src):
-        try:
-            st = os.lstat(e.path)
-            os.lchown(dst / e.rel, st.st_uid, st.st_gid)
-            if not e.is_link:
-                os.chmod(dst / e.rel, st.st_mode & 0o777)  # never setuid/setgid (sanitised anyway)
-        except OSError:
-            continue
 
 
 def release(box: Path) -> None:

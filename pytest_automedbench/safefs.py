@@ -352,13 +352,21 @@ def _unlink_quietly(name: str, fd: int) -> bool:
         return False
 
 
-def copy_tree(src: Path | str, dst: Path | str) -> list[str]:
+def copy_tree(src: Path | str, dst: Path | str, *, keep_owner: bool = False, link: bool = False,
+              max_copy_bytes: int | None = None) -> list[str]:
     """Copy the tree at `src` into `dst` (made if missing): folders, regular files and links (as links,
     never followed); FIFOs, sockets and devices are left out. Iterative, so no depth crashes it
-    (shutil.copytree recurses per level and opens what it copies). Returns what it could not copy."""
+    (shutil.copytree recurses per level and opens what it copies). Returns what it could not copy.
+
+    `keep_owner`: every entry gets its source's owner and permission bits (never setuid/setgid), folders
+    theirs once everything under them is copied. `link`: regular files are hard-linked, copied only where
+    linking fails -- at most `max_copy_bytes` of them (ValueError past it): a view to be changed by
+    replacing files, never by writing through them."""
     src, dst = os.fspath(src), os.fspath(dst)
     os.makedirs(dst, exist_ok=True)
     missed: list[str] = []
+    folders: list[tuple[str, os.stat_result]] = []
+    copied = 0
     tree = walk(src)
     for e in tree:
         target = os.path.join(dst, e.rel)
@@ -368,12 +376,39 @@ def copy_tree(src: Path | str, dst: Path | str) -> list[str]:
             elif e.is_link:
                 os.symlink(os.readlink(e.path), target)
             elif e.is_file:
+                if link and _hard_link(e.path, target):
+                    continue
+                copied += e.size
+                if link and max_copy_bytes is not None and copied > max_copy_bytes:
+                    raise ValueError(f"{src}: cannot be linked and is over {max_copy_bytes} bytes to copy")
                 with open_regular(e.path) as f, open(target, "wb") as out:
                     while chunk := f.read(1 << 20):
                         out.write(chunk)
-                os.chmod(target, stat.S_IMODE(e.mode))
+                os.chmod(target, stat.S_IMODE(e.mode) & 0o777)
             else:
                 missed.append(e.rel)
+                continue
+            if keep_owner:
+                st = os.lstat(e.path)
+                os.lchown(target, st.st_uid, st.st_gid)
+                if e.is_dir:
+                    folders.append((target, st))
         except OSError:
             missed.append(e.rel)
+    if keep_owner:  # deepest first: a folder's own bits may forbid writing into it
+        st = os.lstat(src)
+        for target, st in reversed([(dst, st)] + folders):
+            try:
+                os.lchown(target, st.st_uid, st.st_gid)
+                os.chmod(target, stat.S_IMODE(st.st_mode) & 0o777)
+            except OSError:
+                continue
     return missed + tree.unlistable
+
+
+def _hard_link(path: str, target: str) -> bool:
+    try:
+        os.link(path, target, follow_symlinks=False)
+        return True
+    except OSError:
+        return False

@@ -417,3 +417,36 @@ def test_removal_stops_when_a_folder_is_moved_out_under_it(tmp_path, monkeypatch
     monkeypatch.setattr(safefs, "_clear_files", moving)
     assert safefs.remove_tree(root) is False
     assert (decoy / "c" / "precious.txt").read_text() == "keep"
+
+
+def test_copies_keep_owners_and_bits_but_never_setuid_and_views_link(tmp_path):
+    """`copy_tree(keep_owner=True)` (a loop workspace copied out) keeps each entry's owner and bits, even a
+    read-only folder's, and drops setuid/setgid; `link=True` (the replays' view of the public data) links
+    files rather than copying them, so writing to the view's files would write the originals: the view's
+    users replace files instead."""
+    src = tmp_path / "ws"
+    (src / "locked").mkdir(parents=True)
+    (src / "locked" / "f").write_text("agent")
+    os.symlink("/etc/passwd", src / "link")
+    (src / "tool").write_text("#!/bin/sh\n")
+    os.chmod(src / "tool", 0o4755)
+    for p in (src / "locked" / "f", src / "locked", src / "tool", src):
+        os.lchown(p, 65534, 65534)
+    os.lchown(src / "link", 65534, 65534)
+    (src / "locked").chmod(0o500)
+    assert safefs.copy_tree(src, tmp_path / "copy", keep_owner=True) == []
+    copy = tmp_path / "copy"
+    for rel in ("", "locked", "locked/f", "tool", "link"):
+        assert os.lstat(copy / rel).st_uid == 65534, rel
+    assert stat.S_IMODE(os.stat(copy / "locked").st_mode) == 0o500
+    assert stat.S_IMODE(os.stat(copy / "tool").st_mode) == 0o755  # setuid dropped
+    assert os.readlink(copy / "link") == "/etc/passwd"
+    view = tmp_path / "view"
+    assert safefs.copy_tree(tmp_path / "copy", view, link=True) == []
+    assert os.stat(view / "locked" / "f").st_ino == os.stat(copy / "locked" / "f").st_ino
+    other_fs = Path("/dev/shm") / f"amb-view-{os.getpid()}"
+    if other_fs.parent.is_dir() and os.stat(other_fs.parent).st_dev != os.stat(copy).st_dev:
+        with pytest.raises(ValueError):  # a view that cannot be linked copies only up to its limit
+            safefs.copy_tree(copy, other_fs, link=True, max_copy_bytes=1)
+        safefs.remove_tree(other_fs)
+    (copy / "locked").chmod(0o700)

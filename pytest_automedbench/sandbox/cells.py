@@ -129,14 +129,17 @@ class Watchdog:
     def __init__(self, timeout: float, workspace: Path, disk_mb: int | None, reserve: int | None = None):
         self.deadline = time.monotonic() + timeout
         self.workspace, self.disk_cap = workspace, (disk_mb * 1024 * 1024 if disk_mb else None)
-        self.reserve = (reserve_mb(workspace) if reserve is None else reserve) << 20
+        # The runs filesystem: a workspace that is its own filesystem (--amb-workspace-fs=loop) is bounded
+        # by the kernel; the reserve protects the filesystem its image and the results live on.
+        self.runs_fs = workspace.parent if os.path.ismount(workspace) else workspace
+        self.reserve = (reserve_mb(self.runs_fs) if reserve is None else reserve) << 20
         self._next_disk = 0.0
 
     def over_disk(self) -> bool:
         return self.disk_cap is not None and tree_bytes(self.workspace) > self.disk_cap
 
     def below_reserve(self) -> bool:
-        free = free_bytes(self.workspace) if self.reserve else None
+        free = free_bytes(self.runs_fs) if self.reserve else None
         return free is not None and free < self.reserve
 
     def disk_stop(self) -> str | None:
