@@ -205,7 +205,12 @@ def open_regular(path: Path | str, *, inside_of: Path | str | None = None, limit
 def read_bytes(path: Path | str, limit: int, *, inside_of: Path | str | None = None, cut: bool = True) -> bytes:
     """At most `limit` bytes of a regular file (`cut=False`: a bigger file is `UnsafeFile`)."""
     with open_regular(path, inside_of=inside_of, limit=None if cut else limit) as f:
-        return f.read(limit)
+        # Sized to the file: BufferedReader.read(n) allocates n bytes before it reads, and a scorer's
+        # memory cap (scoring_guard) is smaller than the largest limit a reader passes.
+        data = f.read(min(limit, os.fstat(f.fileno()).st_size))
+        while len(data) < limit and (more := f.read(min(limit - len(data), 1 << 20))):
+            data += more  # the file grew after fstat
+        return data
 
 
 def read_text(path: Path | str, limit: int, *, inside_of: Path | str | None = None, cut: bool = True) -> str:

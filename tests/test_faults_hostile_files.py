@@ -450,3 +450,17 @@ def test_copies_keep_owners_and_bits_but_never_setuid_and_views_link(tmp_path):
             safefs.copy_tree(copy, other_fs, link=True, max_copy_bytes=1)
         safefs.remove_tree(other_fs)
     (copy / "locked").chmod(0o700)
+
+
+def test_reading_a_small_submission_under_a_memory_cap_below_the_read_limit(tmp_path):
+    """The scorer reads submissions in a child under a 2 GiB cap (scoring_guard) with a 2 GiB read limit:
+    `read_bytes` must allocate what the file holds, not the limit (BufferedReader.read(n) allocates n
+    first; the chest-report reference was refused as 'over its memory cap' for a 200-byte report)."""
+    from pytest_automedbench.scoring_guard import can_fork, run_capped
+
+    if not can_fork():
+        pytest.skip("no fork here")
+    report = tmp_path / "report.txt"
+    report.write_text("No acute cardiopulmonary process.\n")
+    data, _ = run_capped(safefs.read_bytes, report, 2 << 30, cap_bytes=256 << 20, timeout_s=120)
+    assert data == report.read_bytes()
