@@ -62,20 +62,30 @@ def test_label_schema_is_the_rubrics():
 
 
 def test_halves_are_disjoint_and_mixed():
-    dev, held = labels("dev")["runs"], labels("heldout")["runs"]
-    assert not set(dev) & set(held), "a run is in both halves"
-    texts = {half: {(CORPUS / half / f"{n}.yaml").read_text().split("\n", 1)[1] for n in labels(half)["runs"]}
+    runs = {half: labels(half)["runs"] for half in ja.HALVES}
+    texts = {half: {(CORPUS / half / f"{n}.yaml").read_text().split("\n", 1)[1] for n in runs[half]}
              for half in ja.HALVES}
-    assert not texts["dev"] & texts["heldout"], "the same step file is in both halves"
-    assert len(dev) + len(held) >= 40
-    for runs in (dev, held):
-        assert {r["kind"] for r in runs.values()} == KINDS and len(runs) >= 20
+    for i, a in enumerate(ja.HALVES):
+        for b in ja.HALVES[i + 1:]:
+            assert not set(runs[a]) & set(runs[b]), f"a run is in both {a} and {b}"
+            assert not texts[a] & texts[b], f"the same step file is in both {a} and {b}"
+    assert len(runs["dev"]) + len(runs["heldout"]) >= 40
+    for half in ja.HALVES:
+        assert {r["kind"] for r in runs[half].values()} == KINDS and len(runs[half]) >= 20, half
     # Every item takes both values somewhere in the corpus, else its kappa is undefined.
-    both = {**dev, **held}
+    both = {n: r for half in ja.HALVES for n, r in runs[half].items()}
     for stage, items in ja.STAGE_ITEMS.items():
         for item in items:
             values = {json.dumps(both[n][stage][item].get("met", both[n][stage][item].get("level"))) for n in both}
             assert len(values) >= 2, f"{stage}.{item} has one label in the whole corpus: it measures nothing"
+
+
+def test_heldout2_is_balanced():
+    # The second held-out half: six runs per demo task, eight of each kind (README).
+    runs = labels("heldout2")["runs"].values()
+    tasks = yaml.safe_load((CORPUS / "tasks.yaml").read_text())
+    assert sorted(r["task"] for r in runs) == sorted(list(tasks) * 6)
+    assert sorted(r["kind"] for r in runs) == sorted(list(KINDS) * 8)
 
 
 def test_cohen_kappa_on_a_hand_computed_case():
