@@ -76,11 +76,17 @@ class XtraceChannel:
 
     language = "bash"
 
-    def __init__(self, cell_path: str):
+    def __init__(self, cell_path: str, fifo: tuple[Path, str] | None = None):
+        """`fifo`: (host path, path inside) of a FIFO the cell's shell opens for writing instead of an
+        inherited pipe (the docker backend, whose execs cannot inherit fds)."""
         self.cell_path = cell_path
         self.token = secrets.token_hex(8)
         self.fd_inside = 100 + secrets.randbelow(800)  # where the cell's shell keeps it (below any ulimit -n)
-        self.read_fd, self.write_fd = os.pipe()
+        self.fifo_inside = fifo[1] if fifo else None
+        if fifo:
+            self.read_fd, self.write_fd = open_fifo(fifo[0])
+        else:
+            self.read_fd, self.write_fd = os.pipe()
         os.set_inheritable(self.read_fd, False)
         self._data, self._over = bytearray(), False
         self._thread = threading.Thread(target=self._pump, daemon=True)
@@ -97,8 +103,12 @@ class XtraceChannel:
 
     def stdin(self, fd: int | None = None) -> str:
         """The secret line the bootstrap reads; `fd`: the number the pipe has in the cell."""
-        fd = self._fd_given if fd is None else fd
-        return (f"PS4='+AMB{self.token}:${{LINENO}}:${{BASH_SOURCE}}: '; exec {self.fd_inside}>&{fd} {fd}>&-; "
+        if self.fifo_inside:
+            move = f"exec {self.fd_inside}>'{self.fifo_inside}'"
+        else:
+            fd = self._fd_given if fd is None else fd
+            move = f"exec {self.fd_inside}>&{fd} {fd}>&-"
+        return (f"PS4='+AMB{self.token}:${{LINENO}}:${{BASH_SOURCE}}: '; {move}; "
                 f"BASH_XTRACEFD={self.fd_inside}; set -x\n")
 
     def started(self) -> None:
@@ -132,6 +142,28 @@ class XtraceChannel:
 
     def close(self) -> None:
         self.started()
+
+
+def make_fifo(folder: Path, name: str, uid: int | None) -> Path:
+    """A FIFO `folder/name` only `uid` may open, and only for writing (the folder is mounted read-only
+    into the sandbox, so the cell cannot chmod it; a FIFO on a read-only mount can still be written)."""
+    folder.mkdir(mode=0o755, exist_ok=True)
+    path = folder / name
+    path.unlink(missing_ok=True)
+    os.mkfifo(path, 0o600)
+    if uid is not None and uid != os.geteuid():  # root: the cell user's, write-only (root reads it anyway)
+        os.chown(path, uid, -1)
+        os.chmod(path, 0o200)
+    return path
+
+
+def open_fifo(path: Path) -> tuple[int, int]:
+    """(read end, the harness's own write end) of a FIFO: the harness holds a writer until the cell has
+    ended, so its reader sees no end-of-file before the cell opens the FIFO (or if it never does)."""
+    read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    write_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    os.set_blocking(read_fd, True)
+    return read_fd, write_fd
 
 
 def _tampered(why: str) -> dict[str, Any]:
