@@ -226,10 +226,12 @@ def read_xtrace(data: bytes, token: str, cell_path: str, code: str, killed: bool
     if records[:2] != [(1, "", f"unset {VAR}"), (1, "", f". {cell_path}")]:
         return _tampered("the bootstrap's records are missing or altered")
     n_lines = max(1, len(code.splitlines()))
-    redirect = re.compile(rf"(?<![\w$]){fd}\s*[<>]|[<>]&\s*{fd}(?!\d)") if fd is not None else None
+    redirect = re.compile(rf"(?<![\w$]){fd}\s*[<>]|[<>]&\s*{fd}(?!\d)|/dev/fd/{fd}(?!\d)") if fd is not None else None
     lines, commands = set(), set()
     for line, source, text in records[2:]:
-        m = TAMPER.search(text) or LISTS_ALL.match(text.strip()) or (redirect.search(text) if redirect else None)
+        # /dev/fd/N in a traced command is what process substitution <(...) expands to: only the trace's fd counts
+        m = next((t for t in TAMPER.finditer(text) if not t.group(0).startswith("/dev/fd/")), None) \
+            or LISTS_ALL.match(text.strip()) or (redirect.search(text) if redirect else None)
         if m:
             return _tampered(f"a traced command reaches for the trace ({m.group(0).strip()[:60]!r})")
         if source != cell_path:
