@@ -80,11 +80,15 @@ def test_bash_traces_as_a_non_root_cell_user(folders, monkeypatch):
 
 
 def test_commands_that_ran_count_and_a_checksum_is_no_method(folders):
+    called = "set -e\nrun() { ls /data/public; }\nrun\n"  # a function's body counts where it was called
+    r, = run_cells(folders, [called])
+    assert [2, "ls"] in r.executed["commands"], r.executed
+    assert read_cell(called, "bash", ran=ShellRan.of(r.executed)).calls.get("ls") == 2
     code = ("set -e\nfor f in a b; do\n  echo \"$f\"\ndone\n"
             "python3 -c 'print(1)' \\\n  > /workspace/outputs/x.txt\n"
             "md5sum /workspace/outputs/x.txt\nwc -l /workspace/outputs/x.txt\n"
             "diff <(echo a) <(echo a)\n")  # process substitution shows as /dev/fd/N in the trace: no tampering
-    (folders / "ws" / "outputs").mkdir()
+    (folders / "ws" / "outputs").mkdir(exist_ok=True)
     r, = run_cells(folders, [code])
     assert r.exit_code == 0 and r.executed["status"] == "complete", (r.stderr, r.executed)
     assert {2, 3, 5, 7, 8} <= set(r.executed["lines"])

@@ -720,7 +720,7 @@ class _Shell:
 
     def command(self, words: list[str], body: str | None, line: int) -> None:  # noqa: C901
         while words and (re.match(r"^\w+=", words[0]) or words[0] in ("sudo", "time", "nohup", "exec", "env")
-                         or words[0] in SHELL_KEYWORDS):
+                         or words[0] in SHELL_KEYWORDS or words[0].endswith("()")):
             words = words[1:]
         if not words:
             return

@@ -256,7 +256,8 @@ def program(text: str) -> str:
     prefixes such as sudo/env/time (bash quotes a word in its trace: '[' is [)."""
     for w in text.split():
         w = w.strip("'\"")
-        if re.match(r"^[A-Za-z_]\w*(?:\[[^]]*\])?\+?=", w) or w in KEYWORDS or w in PREFIXES or w.startswith("-"):
+        if re.match(r"^[A-Za-z_]\w*(?:\[[^]]*\])?\+?=", w) or w in KEYWORDS or w in PREFIXES or w.startswith("-") \
+                or w.endswith("()"):  # a function's definition on the line of its body
             continue
         return w
     return ""
