@@ -648,10 +648,10 @@ SHELL_PLUMBING = frozenset(
     "cd echo printf cat mkdir rm cp mv ln touch chmod chown export set source true false test [ which env "
     "date sleep xargs tar unzip gzip gunzip curl wget git basename dirname realpath readlink file df ps kill "
     "pwd head tail grep sed awk sort uniq tee cut tr exit trap wait nohup time sudo unset alias type . "
-    "eval read local declare return shift".split())
-# Listing and byte-level looks (a checksum of a file is not a method applied to it, however it is run).
-SHELL_LISTING = frozenset("ls find du wc stat tree md5sum sha1sum sha256sum sha512sum b2sum cksum sum cmp diff "
-                          "od hexdump xxd".split())
+    "eval read local declare return shift "
+    # byte-level looks: a checksum of a file is neither a method applied to it nor a check of its content
+    "md5sum sha1sum sha256sum sha512sum b2sum cksum sum cmp od hexdump xxd".split())
+SHELL_LISTING = frozenset("ls find du wc stat tree".split())
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 
 
