@@ -3,6 +3,10 @@ the demo suite's reference runs with the tracer off (AMB_NO_TRACE=1: cells fed o
 and on, in turn, cell by cell.
 
     python benchmarks/bench_tracing.py [--repeats 2] [-k EXPR]
+    python benchmarks/bench_tracing.py --bash [--repeats 9]
+
+--bash measures bash cells' xtrace (sandbox/xtrace.py) alone: typical agent bash cells run in a
+guarded local sandbox, traced and untraced in turn, median wall time per cell and the ratio.
 
 Per cell: the median duration traced over the median untraced (the cell's own time, from each run's
 trace.jsonl). Targets: median overhead per cell under 25%, no cell over 2x. Per run: the overall
@@ -53,11 +57,62 @@ def cells_and_scores(runs: Path) -> tuple[dict[tuple[str, int], float], dict[str
     return cells, overall, modes
 
 
+# Bash cells as agents write them: a look around, a pipeline over the data, a loop over cases, and a
+# loop of many quick commands (the worst case for xtrace: one record per command).
+BASH_CELLS = {
+    "look around": "set -e\nnproc\ndf -h /workspace | tail -1\nls -la /data/public | head -20\npython3 --version\n",
+    "pipeline": "find /data/public -type f | sort | head -50 | xargs -r md5sum | wc -l\n",
+    "loop over 50 cases": "mkdir -p /workspace/outputs\nfor i in $(seq 1 50); do\n  printf 'case %d\\n' $i > /workspace/outputs/c$i.txt\ndone\nls /workspace/outputs | wc -l\n",
+    "20000 builtins": "n=0\nfor i in $(seq 1 20000); do n=$((n + i)); done\necho $n\n",
+}
+
+
+def bash_overhead(repeats: int) -> int:
+    sys.path.insert(0, str(REPO))
+    from pytest_automedbench.sandbox import SandboxConfig
+    from pytest_automedbench.sandbox.guard import PolicyGuard
+    from pytest_automedbench.sandbox.local import LocalSandbox
+
+    times = {True: defaultdict(list), False: defaultdict(list)}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for d in ("public", "ws"):
+            (root / d).mkdir()
+        for i in range(20):
+            (root / "public" / f"case_{i:03d}.txt").write_text("x" * 1000)
+        config = SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", cell_timeout_s=300)
+        with PolicyGuard(LocalSandbox(config), inference_only=False) as sb:
+            for _ in range(repeats):
+                for traced in (False, True):  # in turn: a shared machine's speed drifts
+                    if traced:
+                        os.environ.pop("AMB_NO_TRACE", None)
+                    else:
+                        os.environ["AMB_NO_TRACE"] = "1"
+                    for name, code in BASH_CELLS.items():
+                        r = sb.exec(code, "bash")
+                        assert r.exit_code == 0, (name, r.stderr)
+                        assert not traced or r.executed["status"] == "complete", (name, r.executed)
+                        times[traced][name].append(r.duration_s)
+        os.environ.pop("AMB_NO_TRACE", None)
+    print(f"bash cells, guarded local sandbox ({LocalSandbox.isolation}), {repeats} runs each traced and untraced:")
+    ratios = {}
+    for name in BASH_CELLS:
+        off, on = median(times[False][name]), median(times[True][name])
+        ratios[name] = on / max(off, 1e-3)
+        print(f"  {name:22s} {off * 1000:8.1f} ms -> {on * 1000:8.1f} ms  ({ratios[name]:.2f}x)")
+    show("median per-cell ratio on/off", median(list(ratios.values())), "x")
+    print(f"record: {record('tracing-bash', {'ratios': ratios})}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("-k", default="", help="a pytest -k expression to measure part of the demo suite")
+    ap.add_argument("--bash", action="store_true", help="bash cells' xtrace alone (no demo suite)")
     args = ap.parse_args()
+    if args.bash:
+        return bash_overhead(args.repeats)
     extra = ["-k", args.k] if args.k else []
     durations = {True: defaultdict(list), False: defaultdict(list)}
     scores = {True: defaultdict(list), False: defaultdict(list)}

@@ -5,7 +5,7 @@
     llm.py                    --amb-judge=claude|openai:<id>: the same rubric decided by a model
     stages.py                 labels every tool call S1..S5
     code.py, vocabulary.py    a cell read as code (ast, shell words): what it ran, never what it says
-    executed.py               a python cell cut down to the lines the harness's tracer saw run
+    executed.py               a cell cut down to what ran (python: the tracer's lines; bash: xtrace's commands)
     evidence.py               the run's cells with their code facts, cases covered, pilot and full run
     history.py                the workspace as the harness's snapshots saw it: order, copies, agent-made files
     replay.py                 check cells replayed on broken copies of the outputs: can they fail?
@@ -16,15 +16,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .executed import executed_summary
+from .executed import executed_summary, shell_summary
 from .heuristic import StageVerdict, judge, judge_s4
 from .history import History
 
 HEURISTIC = "heuristic"
 # Bumped whenever a verdict could change for the same run: result.json's judge block and the
 # configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
-JUDGE_VERSION = 3  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
-# 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it
+JUDGE_VERSION = 4  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
+# 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it;
+# 4: bash cells read on the commands that ran (their xtrace, sandbox/xtrace.py); checksums are no method
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
@@ -40,7 +41,8 @@ def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
     verdicts, info = _stages(record, workspace, track, tier, n_cases, llm_judge, public, brief, inference_only,
                              history)
     info = {**info, "judge_version": JUDGE_VERSION, "provenance": "snapshots" if history.observable
-            else "not_observable", "executed": executed_summary(record)}
+            else "not_observable", "executed": executed_summary(record),
+            "executed_bash": shell_summary(record)}
     try:
         verdicts = {**verdicts, "S4": judge_s4(history, track)}
     except Exception as e:  # noqa: BLE001 - a bug here must not lose a finished run

@@ -23,7 +23,8 @@ from functools import lru_cache
 from typing import Iterable, Mapping
 
 from . import vocabulary as V
-from .executed import Ran, prune
+from ..sandbox.xtrace import KEYWORDS as SHELL_KEYWORDS, program as shell_program
+from .executed import Ran, ShellRan, prune
 
 IN, OUTP, OUT, RES, MODEL, ONE, LIST, OPTIM, HANDLE = (
     "in", "outpath", "out", "result", "model", "one", "list", "optim", "handle")
@@ -87,16 +88,17 @@ class CodeFacts:
 
 @lru_cache(maxsize=512)
 def _read_cached(code: str, language: str, scripts: tuple[tuple[str, str], ...], depth: int,
-                 ran: Ran | None = None) -> CodeFacts:
+                 ran: Ran | ShellRan | None = None) -> CodeFacts:
     if language == "bash":
-        return _Shell(code, dict(scripts), depth).facts
-    return _Python(code, dict(scripts), depth, ran).facts
+        return _Shell(code, dict(scripts), depth, ran if isinstance(ran, ShellRan) else None).facts
+    return _Python(code, dict(scripts), depth, ran if isinstance(ran, Ran) else None).facts
 
 
 def read_cell(code: str | None, language: str | None = "python", scripts: Mapping[str, str] | None = None,
-              depth: int = 0, ran: Ran | None = None) -> CodeFacts:
+              depth: int = 0, ran: Ran | ShellRan | None = None) -> CodeFacts:
     """The facts of one cell; `scripts` are files earlier cells wrote (name -> source), for runs of them;
-    `ran`: what of a python cell ran, by the harness's tracer (executed.py): only that is read."""
+    `ran`: what of the cell ran, by the harness's tracer or a bash cell's xtrace (executed.py): only
+    that is read."""
     return _read_cached(code or "", language or "python", tuple(sorted((scripts or {}).items())), depth, ran)
 
 
@@ -645,7 +647,10 @@ class _Python:
 SHELL_PLUMBING = frozenset(
     "cd echo printf cat mkdir rm cp mv ln touch chmod chown export set source true false test [ which env "
     "date sleep xargs tar unzip gzip gunzip curl wget git basename dirname realpath readlink file df ps kill "
-    "pwd head tail grep sed awk sort uniq tee cut tr exit trap wait nohup time sudo unset alias type".split())
+    "pwd head tail grep sed awk sort uniq tee cut tr exit trap wait nohup time sudo unset alias type . "
+    "eval read local declare return shift "
+    # byte-level looks: a checksum of a file is neither a method applied to it nor a check of its content
+    "md5sum sha1sum sha256sum sha512sum b2sum cksum sum cmp od hexdump xxd".split())
 SHELL_LISTING = frozenset("ls find du wc stat tree".split())
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 
@@ -653,21 +658,29 @@ _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 class _Shell:
     """A bash cell: its exit status is its last command's, so a command is evidence only when its
     failure would have failed the cell: under `set -e`, the last command, or before `&&` (a
-    command before `||` never is, and nothing after `exit` runs)."""
+    command before `||` never is, and nothing after `exit` runs).
 
-    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: Ran | None = None):
+    With the cell's xtrace (`ran`, sandbox/xtrace.py) only the commands bash ran are read: a command
+    under `if false`, in a function never called, after an `exit` that ran, or after `&&` / `||`
+    whose left side decided against it earns nothing. Scripts the cell starts are read as text."""
+
+    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: ShellRan | None = None):
         self.facts = CodeFacts(lines=code.splitlines())
         self.scripts, self.depth = dict(scripts), depth
         lines, i, commands = self.facts.lines, 0, []
         while i < len(lines):
             line, body, start = lines[i], None, i + 1
+            while line.endswith("\\") and (len(line) - len(line.rstrip("\\"))) % 2 and i + 1 < len(lines):
+                i += 1  # a command continued on the next line: bash traces it at its first line
+                line = line[:-1] + " " + lines[i]
             m = _HEREDOC.search(line)
             if m:
                 end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == m.group(2)), len(lines))
                 body = "\n".join(lines[i + 1:end])
                 line = line[:m.start()] + line[m.end():]
                 i = end
-            commands += [(words, sep, body, start) for words, sep in self.commands(line)]
+            commands += [(words, sep, body, start) for words, sep in self.commands(line)
+                         if ran is None or ran.ran(start, shell_program(" ".join(words)))]
             i += 1
         errexit, ignored = False, CodeFacts()
         for n, (words, sep, body, start) in enumerate(commands):
@@ -706,7 +719,8 @@ class _Shell:
         return [(c, sep) for c, sep in out if c]
 
     def command(self, words: list[str], body: str | None, line: int) -> None:  # noqa: C901
-        while words and (re.match(r"^\w+=", words[0]) or words[0] in ("sudo", "time", "nohup", "exec", "env")):
+        while words and (re.match(r"^\w+=", words[0]) or words[0] in ("sudo", "time", "nohup", "exec", "env")
+                         or words[0] in SHELL_KEYWORDS or words[0].endswith("()")):
             words = words[1:]
         if not words:
             return

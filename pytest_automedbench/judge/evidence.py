@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import safefs
 from ..agents.loop import RunRecord, TraceEvent
 from .code import CodeFacts, read_cell
-from .executed import Ran, tampered
+from .executed import ran_of, tampered
 
 STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -57,7 +57,7 @@ class Cell:
     @property
     def traced(self) -> bool:
         """Its facts come from the lines that ran (the harness's tracer), not from its text alone."""
-        return Ran.of(self.event.executed) is not None and (self.event.language or "python") == "python"
+        return ran_of(self.event.executed, self.event.language or "python") is not None
 
     def cite(self, line: int | None = None) -> str:
         text = self.facts.line(line)
@@ -71,7 +71,7 @@ def read_run(record: RunRecord) -> list[Cell]:
         if tampered(e.executed):  # it disabled, closed or forged its tracer: nothing it did counts
             facts = CodeFacts(lines=(e.code or "").splitlines())
         else:
-            ran = Ran.of(e.executed) if (e.language or "python") == "python" else None
+            ran = ran_of(e.executed, e.language or "python")
             facts = read_cell(e.code, e.language, scripts, ran=ran)
         scripts.update(facts.scripts)
         now = cases_after(e)

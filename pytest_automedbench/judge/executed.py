@@ -136,3 +136,47 @@ class _Pruner(ast.NodeTransformer):
         return self.generic_visit(node)
 
     visit_Lambda = visit_GeneratorExp = visit_ListComp = visit_SetComp = visit_DictComp = _expression
+
+
+@dataclass(frozen=True)
+class ShellRan:
+    """What of one bash cell ran, by its xtrace (sandbox/xtrace.py): the lines, and (line, program) of
+    each command bash ran there (hashable: code.py caches cells by it)."""
+
+    lines: frozenset[int]
+    commands: frozenset[tuple[int, str]]
+
+    @staticmethod
+    def of(executed: dict[str, Any] | None) -> "ShellRan | None":
+        if not isinstance(executed, dict) or executed.get("status") not in TRACED or "commands" not in executed:
+            return None  # no trace, or one from before commands were recorded: read as text
+        try:
+            return ShellRan(frozenset(int(x) for x in executed.get("lines", ())),
+                            frozenset((int(n), str(p)) for n, p in executed.get("commands", ())))
+        except (TypeError, ValueError):
+            return None
+
+    def ran(self, line: int, program: str) -> bool:
+        """A command the cell's text has at `line` running `program` was among those bash ran; a program
+        the text computes (`$PY x.py`) counts when anything ran on its line."""
+        if line not in self.lines:
+            return False
+        if not program or "$" in program or "`" in program:
+            return True
+        return (line, program) in self.commands
+
+
+def ran_of(executed: dict[str, Any] | None, language: str | None) -> "Ran | ShellRan | None":
+    """The executed facts of a cell in its language's form (None: read the cell as text)."""
+    return ShellRan.of(executed) if language == "bash" else Ran.of(executed)
+
+
+def shell_summary(record) -> dict[str, Any]:
+    """The judge block's account of how the run's bash cells were read (as `executed_summary` does for
+    python): `traced` (on the commands that ran), `tampered` (cell indices), `not_observable`."""
+    cells = [e for e in record.code_cells() if e.language == "bash" and not e.blocked]
+    traced = [e.index for e in cells if ShellRan.of(e.executed) is not None]
+    bad = [e.index for e in cells if tampered(e.executed)]
+    untraced = [e.index for e in cells if e.index not in traced and e.index not in bad]
+    mode = "not_observable" if cells and not traced and not bad else "traced" if not untraced else "partial"
+    return {"mode": mode, "traced": len(traced), "tampered": bad[:20], "not_observable": untraced[:20]}

@@ -27,7 +27,7 @@ from ..agents.base import Agent, Usage
 from ..agents.loop import RunRecord, TraceEvent
 from ..files import atomic_write
 from . import heuristic
-from .executed import Ran, tampered
+from .executed import ran_of, tampered
 from .heuristic import StageVerdict, apply_tier_and_reach
 from .rubric import load_rubric
 from .stages import reached
@@ -317,7 +317,7 @@ def executed_facts(e) -> list[str]:
     why = tampered(e.executed)
     if why:
         return [f"call {e.index}: its tracer was tampered with ({why[:120]}): nothing it did counts"]
-    ran = Ran.of(e.executed) if (e.language or "python") == "python" else None
+    ran = ran_of(e.executed, e.language or "python")
     if ran is None:
         return []
     code = (e.code or "").splitlines()

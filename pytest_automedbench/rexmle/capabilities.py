@@ -29,7 +29,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..judge.code import CodeFacts, read_cell
-from ..judge.executed import Ran, tampered
+from ..judge.executed import ran_of, tampered
 
 STRATEGIES_FILE = Path(__file__).with_name("strategies.yaml")
 FRAGMENT_CHARS = 15000
@@ -148,7 +148,7 @@ def log_entries(conversation: list[dict[str, Any]], executed: list[tuple[str, An
 def _read(code: str, language: str, scripts: dict[str, str], executed: Any) -> CodeFacts:
     if tampered(executed):
         return CodeFacts(lines=code.splitlines())
-    return read_cell(code, language, scripts, ran=Ran.of(executed) if language == "python" else None)
+    return read_cell(code, language, scripts, ran=ran_of(executed, language))
 
 
 def run_executed(trace: list[Any]) -> list[tuple[str, Any]]:

@@ -8,6 +8,13 @@ it, GPUs as device requests (`--amb-gpus`). /data/public is mounted read-only an
 read-write; nothing else of the host. Scoring never runs in it: the harness reads the outputs from
 the workspace folder on the host after the container is gone.
 
+Cells are traced as on the local backend (tracer.py for python, xtrace.py for bash): the cell's code is
+a read-only file in the guard folder (mounted read-only), and since an exec cannot inherit file
+descriptors, its records travel through a FIFO the harness makes per cell in the guard folder's
+trace/ (the cell user's, write-only: the cell can add to it, never read it); the python tracer's
+HMAC key and the bash trace's secret line go to the exec's stdin, which a wrapper moves to a spare fd
+the tracer empties and closes before the cell's code runs (never the environment).
+
 `--amb-docker-image` picks the image (it needs python3 and bash); DOCKER_HOST picks the engine
 (the data and runs folders must then be on the engine's machine, at the same paths).
 `--amb-docker-host-python` mounts the agent's Python from the host read-only (the harness's own, or
@@ -26,11 +33,13 @@ containers whose owner process on this machine is gone (a worker that crashed).
 from __future__ import annotations
 
 import os
+import secrets
 import select
 import shutil
 import socket
 import struct
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,9 +50,13 @@ from .celluser import cell_user, own_workspace, sanitise
 from .guard import GUARD_INSIDE
 from .local import PASSTHROUGH
 from .pythonenv import AgentPython, agent_python
+from .tracer import BOOTSTRAP, TraceChannel, cell_file
+from .xtrace import BOOTSTRAP as BASH_BOOTSTRAP, XtraceChannel, cell_script, make_fifo, open_fifo
 
 LABEL = "amb.sandbox"
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Opens the records' FIFO as fd 3, moves stdin (the tracer's key) to fd 4, then runs the cell's python.
+_PY_WRAP = 'exec 3>"$1" 4<&0 </dev/null; shift; exec "$@"'
 # Kill every process but init, then wait until only init and this shell are left (bash builtins
 # count them: no fork needed while the pids limit may still be full).
 _KILL_AND_WAIT = ("kill -9 -1 2>/dev/null; i=0; while [ $i -lt 200 ]; do n=0; for p in /proc/[0-9]*; do n=$((n+1)); "
@@ -111,6 +124,7 @@ class DockerSandbox(Sandbox):
         self._stub: Path | None = None
         self._reserve: Path | None = None  # the runs filesystem's reserve for this run's results (cells.py)
         self.removed: list[str] = []  # what sanitising the workspace removed after the run
+        self._cells = 0  # cells run (names each cell's file and FIFO)
 
     @property
     def python(self) -> AgentPython | None:
@@ -248,32 +262,64 @@ class DockerSandbox(Sandbox):
             return ["bash", "-s"]
         raise ValueError(f"unsupported language {language!r} (python or bash)")
 
+    def _traced(self, language: str, code: str) -> tuple[list[str], str, dict, TraceChannel | XtraceChannel | None]:
+        """The exec's command, its stdin, extra environment and tracer channel (module docstring);
+        untraced without a guard folder."""
+        cmd, guard = self._interpreter(language), self.config.guard
+        if guard is None or os.environ.get("AMB_NO_TRACE") == "1":
+            return cmd, code, {}, None
+        self._cells += 1
+        try:
+            host = (cell_script if language == "bash" else cell_file)(guard.cells, self._cells, code)
+            fifo = make_fifo(guard.host_dir / "trace", f"cell-{self._cells}.fifo",
+                             self.user.uid if os.geteuid() == 0 else None)
+        except OSError:  # the guard folder is the harness's; if it cannot be written, the cell runs untraced
+            return cmd, code, {}, None
+        inside = f"{GUARD_INSIDE}/cells/{host.name}"
+        fifo_inside = f"{GUARD_INSIDE}/trace/{fifo.name}"
+        if language == "bash":
+            channel = XtraceChannel(inside, (fifo, fifo_inside))
+            return [cmd[0], "-c", BASH_BOOTSTRAP, inside], channel.stdin(), {}, channel
+        channel = FifoTraceChannel(inside, fifo)
+        return (["bash", "-c", _PY_WRAP, "amb", fifo_inside, cmd[0], "-c", BOOTSTRAP, inside], channel.key,
+                channel.env([3, 4]), channel)
+
     def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:
         if self.container is None:
             raise SandboxError("the docker sandbox was not started")
         cfg = self.config
         timeout = timeout or cfg.cell_timeout_s
         api = self.client.api
+        cmd, stdin, trace_env, channel = self._traced(language, code)
         started = time.monotonic()
         try:
-            ex = api.exec_create(self.container.id, self._interpreter(language), stdin=True, stdout=True,
-                                 stderr=True, environment=self._environment(), workdir=AGENT_WORKSPACE)
-            sock = api.exec_start(ex["Id"], socket=True)
-        except Exception as e:
-            raise SandboxError(f"docker exec failed: {e}") from None
-        raw = getattr(sock, "_sock", sock)
-        out, err = TailBuffer(cfg.output_cap_bytes), TailBuffer(cfg.output_cap_bytes)
-        watch = Watchdog(timeout, cfg.workspace_dir, cfg.disk_mb)
-        stop = _stream(raw, code.encode(), out, err, watch)
-        try:
-            raw.close()
-        except OSError:
-            pass
-        exit_code = None if stop else api.exec_inspect(ex["Id"]).get("ExitCode")
-        self._end_cell(force=bool(stop))
+            try:
+                ex = api.exec_create(self.container.id, cmd, stdin=True, stdout=True, stderr=True,
+                                     environment={**self._environment(), **trace_env}, workdir=AGENT_WORKSPACE)
+                sock = api.exec_start(ex["Id"], socket=True)
+            except Exception as e:
+                raise SandboxError(f"docker exec failed: {e}") from None
+            raw = getattr(sock, "_sock", sock)
+            out, err = TailBuffer(cfg.output_cap_bytes), TailBuffer(cfg.output_cap_bytes)
+            watch = Watchdog(timeout, cfg.workspace_dir, cfg.disk_mb)
+            stop = _stream(raw, stdin.encode(), out, err, watch)
+            try:
+                raw.close()
+            except OSError:
+                pass
+            exit_code = None if stop else api.exec_inspect(ex["Id"]).get("ExitCode")
+            self._end_cell(force=bool(stop))  # every writer of the FIFO is gone after this
+        except BaseException:
+            if channel is not None:
+                channel.facts(True, code)  # closes its FIFO's ends
+            raise
         if stop is None:
             stop = watch.disk_stop()
-        return result_of(out, err, exit_code, started, stop, timeout, cfg.disk_mb)
+        result = result_of(out, err, exit_code, started, stop, timeout, cfg.disk_mb)
+        if channel is not None:
+            result.executed = channel.facts(result.exit_code != 0, code)
+            (self.config.guard.host_dir / "trace" / f"cell-{self._cells}.fifo").unlink(missing_ok=True)
+        return result
 
     def _end_cell(self, force: bool) -> None:
         """Kill whatever the cell left running (each cell starts clean, as on the local backend).
@@ -300,6 +346,20 @@ class DockerSandbox(Sandbox):
             except Exception:
                 pass
             self._run_container()
+
+
+class FifoTraceChannel(TraceChannel):
+    """A python cell's record channel through a FIFO (the exec cannot inherit a pipe); the key goes to
+    the exec's stdin, so there is no key pipe. Everything else (pump, verification) is TraceChannel's."""
+
+    def __init__(self, cell_path: str, fifo: Path):  # noqa: super().__init__ would make pipes an exec cannot use
+        self.language, self.cell_path = "python", cell_path
+        self.key = secrets.token_hex(32)
+        self.read_fd, self.write_fd = open_fifo(fifo)
+        self.key_fd = -1
+        self._data, self._over = bytearray(), False
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
 
 
 def _stream(raw, data: bytes, out: TailBuffer, err: TailBuffer, watch: Watchdog) -> str | None:

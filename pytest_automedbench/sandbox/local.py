@@ -35,7 +35,8 @@ from .gpus import cuda_visible_devices, device_nodes
 from .guard import GUARD_INSIDE
 from .pythonenv import SYSTEM_DIRS, AgentPython, agent_python
 from .spawner import Launcher, LauncherGone
-from .tracer import BOOTSTRAP, XTRACE_PREFIX, TraceChannel, cell_file
+from .tracer import BOOTSTRAP, TraceChannel, cell_file
+from .xtrace import BOOTSTRAP as BASH_BOOTSTRAP, XtraceChannel, cell_script
 
 # Variables a cell inherits from the harness; everything else (API keys above all) is dropped.
 PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "NLTK_DATA", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -298,24 +299,25 @@ class LocalSandbox(Sandbox):
             result.stderr += "\n" + OOM_NOTE.format(mb=self.config.memory_mb)
         return result
 
-    def _traced(self, language: str, code: str) -> tuple[list[str], str, TraceChannel | None]:
-        """The cell's command, its stdin and its tracer channel (tracer.py): a python cell runs from a
-        read-only file in the guard folder, a bash cell with xtrace on; untraced without a guard folder."""
+    def _traced(self, language: str, code: str) -> tuple[list[str], str, TraceChannel | XtraceChannel | None]:
+        """The cell's command, its stdin and its tracer channel: a python cell runs from a read-only file
+        in the guard folder (tracer.py), a bash cell is sourced from one with xtrace on a harness-held pipe
+        (xtrace.py; its stdin is the secret line the channel writes); untraced without a guard folder."""
         cmd, guard = self._interpreter(language), self.config.guard
         if guard is None or os.environ.get("AMB_NO_TRACE") == "1":  # AMB_NO_TRACE: benchmarks/bench_tracing.py
             return cmd, code, None
         self._cells += 1
-        if language == "bash":
-            return cmd, XTRACE_PREFIX + code, TraceChannel("bash")
         try:
-            host = cell_file(guard.cells, self._cells, code)
+            host = (cell_script if language == "bash" else cell_file)(guard.cells, self._cells, code)
         except OSError:  # the guard folder is the harness's; if it cannot be written, the cell runs untraced
             return cmd, code, None
         inside = f"{GUARD_INSIDE}/cells/{host.name}" if self.bwrap else str(host)
+        if language == "bash":
+            return [cmd[0], "-c", BASH_BOOTSTRAP, inside], "", XtraceChannel(inside)
         return [cmd[0], "-c", BOOTSTRAP, inside], "", TraceChannel("python", inside)
 
     def _run(self, cmd: list[str], code: str, timeout: float, filter_fd: int | None,
-             channel: TraceChannel | None = None) -> ExecResult:
+             channel: TraceChannel | XtraceChannel | None = None) -> ExecResult:
         env, cwd = self._environment(), self.config.workspace_dir
         run = dict(env=env, cwd=cwd, timeout=timeout, cap=self.config.output_cap_bytes, workspace=cwd,
                    disk_mb=self.config.disk_mb, kill=self._kill)
@@ -324,6 +326,8 @@ class LocalSandbox(Sandbox):
             extra = first + (channel.fds if channel else [])
             launched = self._limits_prefix(join_cgroup=False) + self._wrapped(cmd, 3 if filter_fd is not None else None)
             cell_env = {**env, **channel.env([3 + len(first) + i for i in range(len(channel.fds))])} if channel else env
+            if isinstance(channel, XtraceChannel):
+                code = channel.stdin()
             try:
                 return run_process(launched, code, spawn=lambda: self._launcher.spawn(launched, cell_env, cwd, extra),
                                    **run)
@@ -335,6 +339,8 @@ class LocalSandbox(Sandbox):
         passed = tuple(([filter_fd] if filter_fd is not None else []) + (channel.fds if channel else []))
         if channel is not None:
             run["env"] = {**env, **channel.env(channel.fds)}
+            if isinstance(channel, XtraceChannel):
+                code = channel.stdin()
         prefix = self._limits_prefix()
         if prefix is not None:
             return run_process(prefix + cmd, code, pass_fds=passed, **run)
