@@ -70,7 +70,7 @@ XTRACE_PREFIX = f"PS4='{XTRACE_PS4}'; set -x\n"
 # Words in a cell's text that reach for the tracer or its channel: the cell's trace earns nothing.
 TAMPER_WORDS = re.compile(r"\b(?:settrace|setprofile|gettrace|getprofile|f_trace(?:_lines|_opcodes)?|__closure__"
                           r"|cell_contents|get_referents|get_referrers|get_objects|BASH_XTRACEFD|AMB_TRACE_\w+"
-                          r"|PS4)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/")
+                          r"|PS4|addaudithook|sys\.audit)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/")
 
 # Runs the cell file as __main__ would run stdin: its own frames show the file's lines, a failure
 # prints the traceback without this bootstrap's frame.
