@@ -32,8 +32,9 @@ says the cell ended (`end`). Everything else is a status, never an exception:
                  from a cell that exited 0 (the pipe closed or dup'ed over, os._exit), or the cell
                  called sys.settrace / sys.setprofile / gc.get_objects / gc.get_referrers /
                  gc.get_referents (audit events), read or replaced the tracer's defaults or code,
-                 called the tracer by hand with a made-up frame, or ran code compiled under its own
-                 file name: no facts at all for the cell
+                 called the tracer by hand with a made-up frame, ran code compiled under its own
+                 file name, or names sys.audit / addaudithook in its text (a forged `open` event; one
+                 hidden from the text reaches the weights replay, which denies it): no facts at all
     not_traced   no record came (the interpreter did not load the guard): read as text
 
 The tracer is in the cell's process. What keeps a cell from sealing records of its own: the key
