@@ -3,9 +3,10 @@
 A declared model file is a file in the task's public model folder (`public/models/`, where every task
 ships its model and the tier's `model.location` points), or a byte copy of one in the workspace;
 whatever its format (a state dict, a JSON card of centroids or tuned parameters, a bank). Its
-parameters are the files that are not code or docs (`features.py`, `README.md` are read, never
-perturbed); a folder that ships only code (a classical detector) has its code as its model. A file
-the agent made, whatever its name, is not declared: its bytes match no public file.
+parameters (`ModelFiles.parameters`) are the tensor files where a folder ships one (the JSON beside a
+state dict is its card), else the files that are not code or docs (`features.py`, `README.md` are
+read, never perturbed); a model folder that ships only code (a classical detector) has its code as
+its model. A file the agent made, whatever its name, is not declared: its bytes match no public file.
 
 Which cell read which file comes from the harness's tracer (`opens` in the cell's executed facts:
 the audit hook's `open` events, sandbox/tracer.py), so a load inside a helper module the agent wrote,
@@ -28,6 +29,7 @@ from .history import OUTPUTS, History
 
 MODEL_FOLDER = "models"
 NOT_PARAMETERS = (".py", ".pyc", ".md", ".txt", ".rst", ".html")  # shipped code and docs
+TENSOR_FILES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy", ".onnx", ".h5", ".hdf5")
 MAX_MODEL_FILES = 5000
 MAX_CHAIN = 5  # cells one weights replay may run
 HELPER_MAX_BYTES = 200_000  # a helper module beyond this is not read
@@ -62,7 +64,12 @@ class ModelFiles:
 
     @cached_property
     def parameters(self) -> set[str]:
+        """The files that hold the model's values: in a folder that ships a tensor file (a state dict, a
+        bank), the tensor files (a JSON beside them is the card: architecture, metadata); elsewhere every
+        file that is not code or docs; where the whole model folder ships only code, the code."""
         params = {p for p in self.files if not p.lower().endswith(NOT_PARAMETERS)}
+        with_tensors = {p.rsplit("/", 1)[0] for p in params if p.lower().endswith(TENSOR_FILES)}
+        params = {p for p in params if p.rsplit("/", 1)[0] not in with_tensors or p.lower().endswith(TENSOR_FILES)}
         return params or {p for p in self.files if p.lower().endswith(".py")}
 
     @cached_property
