@@ -131,3 +131,16 @@ def test_a_forged_open_event_earns_nothing(carded):
     result, trace = run(carded, [PLAN, ENV, hidden, SUBMIT], "card-forged-hidden")
     assert trace[2]["replay"]["weights"]["depends"] is False  # the forged read reaches the replay, which denies it
     assert not weights(result)["met"], weights(result)
+
+
+def test_a_helper_modules_functions_are_read_for_the_device_and_the_model():
+    from pytest_automedbench.judge.code import read_cell
+    from pytest_automedbench.judge.model_files import _module_parts
+
+    helper = ("import torch\nfrom monai.networks.nets import UNet\n"
+              "DEVICE = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+              "def load(path):\n    net = UNet(spatial_dims=3, in_channels=1, out_channels=3, channels=(4, 8), strides=(2,))\n"
+              "    net.load_state_dict(torch.load(path, map_location='cpu'))\n    return net.to(DEVICE).eval()\n")
+    facts = [read_cell(part, "python") for part in _module_parts(helper)]
+    assert any(f.device for f in facts) and any(f.models for f in facts)
+    assert not any(f.models for f in facts[:1])  # the module's text alone: the function is never called there

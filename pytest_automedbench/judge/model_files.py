@@ -179,5 +179,18 @@ class Reads:
                 text = safefs.read_text(Path(workspace) / path, HELPER_MAX_BYTES)
             except OSError:
                 continue
-            out.append((path, read_cell(text, "python")))
+            out += [(path, read_cell(part, "python")) for part in _module_parts(text)]
         return out
+
+
+def _module_parts(text: str) -> list[str]:
+    """A module's text, then each top-level function's body as code of its own (the code reader follows
+    a function only where the same text calls it; a helper module's functions are called elsewhere)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return [text]
+    return [text] + [ast.unparse(ast.Module(body=f.body, type_ignores=[])) for f in tree.body
+                     if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
