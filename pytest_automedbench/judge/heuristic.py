@@ -20,6 +20,7 @@ from ..agents.loop import RunRecord
 from . import patterns as P
 from .evidence import Cell, find_file, first, full_run, need, read_run, third_party
 from .history import History
+from .model_files import ModelFiles, Reads
 from .rubric import load_rubric
 from .stages import attribute_stages, reached
 
@@ -234,16 +235,30 @@ def apply_tier_and_reach(v: StageVerdict, stage: str, tier: str, was_reached: bo
 
 
 def weights_evidence(cells: list[Cell], roots: list[Path | None], history: History | None = None,
-                     inference_only: bool = False) -> tuple[bool, str]:
-    """Weights loaded by a cell that ran, from a file that exists (when the code names the file); in an
-    inference-only task not a file the agent made (pre-trained = the bytes of a public file)."""
+                     inference_only: bool = False, reads: Reads | None = None) -> tuple[bool, str]:
+    """A cell that ran read a file of the task's model (model_files.py: the public model folder, or a
+    byte copy of one of its files), by the tracer's record of the files it opened, wherever the code
+    that opened it lives. Cells without that record are read as code: weights loaded from a file that
+    exists (when the code names the file); in an inference-only task not a file the agent made
+    (pre-trained = the bytes of a public file). A traced cell's code counts only for files it opened,
+    or a .safetensors file (read outside Python's I/O: the tracer cannot see it)."""
     missing = ""
     watch = history is not None and history.observable and inference_only
     for c in cells:
         if not c.ok:
             continue
+        opened = reads.opened.get(c.index) if reads is not None else None
+        if opened is not None:
+            got = reads.model_reads(c)
+            if got:
+                return True, f"cell {c.index} read {', '.join(got[:3])} (the task's model; the tracer saw it opened)"
+            names = {path.rsplit("/", 1)[-1] for _, path, kind in opened if kind == "r"}
         for line, files in c.facts.weights:
-            if not files:
+            if opened is not None:
+                files = [f for f in files if Path(f).name in names or f.lower().endswith(".safetensors")]
+                if not files:
+                    continue
+            elif not files:
                 return True, c.cite(line) + " (exit 0)"
             found = [f for f in files if find_file(f, roots)]
             made = [p for f in found for p in history.find(f) if history.agent_made(p)] if watch else []
@@ -254,26 +269,37 @@ def weights_evidence(cells: list[Cell], roots: list[Path | None], history: Histo
             if found:
                 return True, c.cite(line) + f" ({', '.join(found)} exists)"
             missing = missing or c.cite(line) + f" ({', '.join(files)} not found: the load proves nothing)"
-    return False, missing or "no cell that ran loaded weights"
+    return False, missing or "no cell that ran loaded weights (nor read a file of the task's model)"
 
 
-def model_applied(cells: list[Cell], history: History | None) -> tuple[bool, str]:
-    """A model called on data in a cell that ran and wrote outputs (snapshots): loaded weights that never
-    touched what was submitted earn nothing."""
+def model_applied(cells: list[Cell], history: History | None, reads: Reads | None = None) -> tuple[bool, str]:
+    """The model computed what was submitted: the weights replay (replay_weights.py) changed the outputs
+    when it perturbed the model's files; without a replay, the cells that wrote the outputs read the
+    model, directly or through files (the tracer's opens), or (no such record) called a model on data
+    (code). Loaded weights that never touched what was submitted earn nothing."""
     if history is None or not history.observable:
         return True, ""
-    c = first(cells, lambda c: c.ok and c.facts.model_calls and history.cell_wrote_outputs(c.index))
-    if c is None:
-        return False, "no cell that wrote outputs called a model on the data"
-    for w in cells:  # the weights replay (judge/replay.py): the outputs with the weights perturbed
+    for w in cells:  # the weights replay: the outputs with the model's files perturbed
         verdict = (w.event.replay or {}).get("weights") if isinstance(w.event.replay, dict) else None
         if isinstance(verdict, dict) and verdict.get("depends") is False:
             return False, (f"cell {w.index}'s {verdict.get('outputs')} output(s) came out byte for byte the same with "
-                           f"its weights perturbed ({', '.join(verdict.get('perturbed') or [])}): the model "
+                           f"the model's files perturbed ({', '.join(verdict.get('perturbed') or [])}): the model "
                            "did not compute them")
         if isinstance(verdict, dict) and verdict.get("depends"):
-            return True, (f"; applied in {c.cite(c.facts.model_calls[0])} (perturbing its weights changed "
-                          f"{verdict.get('changed')} of {verdict.get('outputs')} outputs of cell {w.index})")
+            cells_run = verdict.get("cells") or [w.index]
+            return True, (f"; perturbing the model's files changed {verdict.get('changed')} of "
+                          f"{verdict.get('outputs')} outputs of cell {w.index} (replayed: cells {cells_run})")
+    writer = reads.output_writer() if reads is not None else None
+    if writer is not None and reads.opened.get(writer.index) is not None:
+        chain, why, reaches = reads.chain(writer)
+        if reaches is False:
+            return False, why
+        if reaches:
+            return True, (f"; the model reaches the outputs of cell {writer.index} through cells "
+                          f"{[x.index for x in chain] or why} (files opened; not replayed)")
+    c = first(cells, lambda c: c.ok and c.facts.model_calls and history.cell_wrote_outputs(c.index))
+    if c is None:
+        return False, "no cell that wrote outputs called a model on the data"
     return True, f"; applied in {c.cite(c.facts.model_calls[0])} (the cell wrote outputs)"
 
 
@@ -283,11 +309,14 @@ def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()
     full = full_run(cells, n_cases) if history is not None and history.observable else None
     # Setup is what came before the outputs were complete: checks made afterwards set nothing up.
     ran = [c for c in cells if c.ok and (full is None or c.index <= full.index)]
-    got, why = weights_evidence(cells, list(roots), history, inference_only)
+    public = history.public if history is not None and history.public is not None else \
+        (list(roots)[-1] if list(roots) else None)
+    reads = Reads(cells, history, ModelFiles.of(public))
+    got, why = weights_evidence(cells, list(roots), history, inference_only, reads)
     if not got and "agent-made" in why:
         v.denied.append(why)
     if got:
-        applied, how = model_applied(cells, history)
+        applied, how = model_applied(cells, history, reads)
         got, why = applied, why + how if applied else why + "; but " + how
         if not applied:
             v.denied.append(how)
@@ -308,9 +337,19 @@ def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()
            f"{len(failures)} environment failures" + (f" (cells {failures[:10]})" if failures else ""))
     device = first(ran, lambda c: c.facts.device)
     model = first(ran, lambda c: c.facts.models)
-    v.item("model_on_device", device is not None and model is not None,
-           (device.cite(device.facts.device[0]) if device else "no cell that ran chose a device")
-           + (f"; model built in {model.cite(model.facts.models[0])}" if model else "; no model built or loaded"))
+    where_device = device.cite(device.facts.device[0]) if device else None
+    where_model = model.cite(model.facts.models[0]) if model else None
+    workspace = list(roots)[0] if len(list(roots)) >= 2 else None
+    for c in ran if where_device is None or where_model is None else ():  # helper modules the cells imported
+        for path, facts in reads.helpers(c, workspace):
+            how = f" (in {path}, which cell {c.index} imported; read as code)"
+            if where_device is None and facts.device:
+                where_device = f"{path} line {facts.device[0]}: {facts.line(facts.device[0])}{how}"
+            if where_model is None and facts.models:
+                where_model = f"{path} line {facts.models[0]}: {facts.line(facts.models[0])}{how}"
+    v.item("model_on_device", where_device is not None and where_model is not None,
+           (where_device or "no cell that ran chose a device")
+           + (f"; model built in {where_model}" if where_model else "; no model built or loaded"))
     apply_tier_and_reach(v, "S2", "", reached(record, "S2"))
     return v
 

@@ -10,6 +10,13 @@ a `sys.settrace` tracer that follows only frames of the cell's file and records
     exits  lines a frame returned (or yielded) from normally
     calls  the cell's code objects that were called (name, first line, column): lambdas,
            generators and comprehensions that ran
+    opens  files under the public data or the workspace the cell's process opened (root, path
+           relative to it, r or w), from the audit hook's `open` events: builtins.open, imports
+           (io.open_code), os.open and every library reading through them (np.load, torch.load,
+           nib.load, json.load(open(...))), wherever the code that opens them lives (a helper module
+           the agent wrote, the model's own module). Not seen: files opened outside Python's I/O
+           (safetensors' Rust reader, a C library's fopen), names that are not ASCII, and child
+           processes (they run untraced). Deduplicated, at most OPEN_CAP.
 
 and sends them as records over an inherited pipe (the write end; the harness holds the read end),
 each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes through a second pipe
@@ -25,8 +32,9 @@ says the cell ended (`end`). Everything else is a status, never an exception:
                  from a cell that exited 0 (the pipe closed or dup'ed over, os._exit), or the cell
                  called sys.settrace / sys.setprofile / gc.get_objects / gc.get_referrers /
                  gc.get_referents (audit events), read or replaced the tracer's defaults or code,
-                 called the tracer by hand with a made-up frame, or ran code compiled under its own
-                 file name: no facts at all for the cell
+                 called the tracer by hand with a made-up frame, ran code compiled under its own
+                 file name, or names sys.audit / addaudithook in its text (a forged `open` event; one
+                 hidden from the text reaches the weights replay, which denies it): no facts at all
     not_traced   no record came (the interpreter did not load the guard): read as text
 
 The tracer is in the cell's process. What keeps a cell from sealing records of its own: the key
@@ -54,6 +62,7 @@ from typing import Any
 
 RECORD_CAP = 8 << 20  # bytes of records kept per cell; a cell flooding the pipe is `tampered`
 FACTS_CAP = 20000  # lines / arcs kept in the stored facts (a cell is far smaller)
+OPEN_CAP = 512  # distinct files (root, path, r|w) a cell's record of opened files keeps
 ENV_FD, ENV_KEY, ENV_CELL = "AMB_TRACE_FD", "AMB_TRACE_KEYFD", "AMB_TRACE_CELL"
 XTRACE_PS4 = "+AMBX${LINENO} "
 # The bash cell's first line (bash ignores PS4 from the environment when run as root), so the
@@ -62,7 +71,7 @@ XTRACE_PREFIX = f"PS4='{XTRACE_PS4}'; set -x\n"
 # Words in a cell's text that reach for the tracer or its channel: the cell's trace earns nothing.
 TAMPER_WORDS = re.compile(r"\b(?:settrace|setprofile|gettrace|getprofile|f_trace(?:_lines|_opcodes)?|__closure__"
                           r"|cell_contents|get_referents|get_referrers|get_objects|BASH_XTRACEFD|AMB_TRACE_\w+"
-                          r"|PS4)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/")
+                          r"|PS4|addaudithook|sys\.audit)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/")
 
 # Runs the cell file as __main__ would run stdin: its own frames show the file's lines, a failure
 # prints the traceback without this bootstrap's frame.
@@ -84,10 +93,10 @@ def send(end=False, FD=FD, OWNER=OWNER, MAC=MAC, STATE=STATE, FRESH=FRESH, write
     if STATE["dead"] or getpid() != OWNER:
         return
     calls = ",".join('["%s",%d,%d]' % (c[0], c[1], c[2]) for c in FRESH["c"])
-    data = ('{"l":[%s],"a":[%s],"x":[%s],"c":[%s],"t":[%s],"end":%s}' % (
+    data = ('{"l":[%s],"a":[%s],"x":[%s],"c":[%s],"o":[%s],"t":[%s],"end":%s}' % (
         ",".join(map(str, FRESH["l"])), ",".join("[%d,%d]" % a for a in FRESH["a"]),
-        ",".join(map(str, FRESH["x"])), calls, ",".join('"%s"' % f for f in STATE["flags"]),
-        "true" if end else "false")).encode()
+        ",".join(map(str, FRESH["x"])), calls, ",".join('["%s","%s","%s"]' % o for o in FRESH["o"]),
+        ",".join('"%s"' % f for f in STATE["flags"]), "true" if end else "false")).encode()
     STATE["flags"] = []
     for v in FRESH.values():
         v.clear()
@@ -189,11 +198,44 @@ def glob(frame, event, arg, FRAME=FRAME, MAIN=MAIN, CELL=CELL, LEGIT=LEGIT, CALL
     return local
 
 
+def opened(args, ROOTS=ROOTS, OPENED=OPENED, CAP=OPEN_CAP, FRESH=FRESH, getcwd=getcwd, type=type, len=len):
+    # a file the cell opened under the public data or the workspace (audit event `open`: builtins.open,
+    # io.open_code (imports), os.open, and every library reading through them): root, relative path,
+    # r or w; deduplicated, at most OPEN_CAP. Only str operations here: nothing the cell can patch.
+    path, mode, flags = args[0], args[1], args[2]
+    if type(path) is not str or len(OPENED) >= CAP:
+        return
+    if not path.startswith("/"):
+        path = getcwd() + "/" + path
+    if "/." in path or "//" in path:  # . and .. resolved by hand (posixpath's functions are the cell's to patch)
+        parts = []
+        for part in path.split("/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part and part != ".":
+                parts.append(part)
+        path = "/" + "/".join(parts)
+    if path.endswith(".pyc") or not path.isascii() or not path.isprintable() or '"' in path or "\\" in path:
+        return
+    for root, prefix in ROOTS:
+        if path.startswith(prefix):
+            kind = "w" if (mode is None and flags & 3) or (type(mode) is str and ("w" in mode or "a" in mode
+                                                                                  or "x" in mode or "+" in mode)) else "r"
+            key = (root, path[len(prefix):], kind)
+            if key not in OPENED:
+                OPENED.add(key)
+                FRESH["o"].append(key)
+            return
+
+
 def audit(event, args, STATE=STATE, WATCHED=WATCHED, NAME=NAME, FUNC=FUNC, OWNER=OWNER, getpid=getpid,
-          flag=flag, type=type, len=len, getattr=getattr):
+          flag=flag, opened=opened, type=type, len=len, getattr=getattr):
     if not STATE["armed"] or getpid() != OWNER:
         return
-    if event in WATCHED:
+    if event == "open":
+        opened(args)
+    elif event in WATCHED:
         flag(event)
     elif event in ("object.__getattr__", "object.__setattr__", "object.__delattr__") and len(args) > 1 \
             and type(args[0]) is FUNC and getattr(args[0], "__module__", None) == NAME:
@@ -231,7 +273,8 @@ def _amb_trace(body):
     space = {"__name__": name, "NAME": name, "FRAME": type(sys._getframe()), "FUNC": type(_amb_trace),
              "FD": int(fd), "OWNER": os.getpid(), "CELL": cell, "MAC": _hashlib.hmac_new(bytes.fromhex(key), b"", "sha256"),
              "MAIN": sys.modules["__main__"].__dict__, "RAN": set(), "ARCS": set(), "EXITS": set(),
-             "CALLS": set(), "LEGIT": set(), "LAST": {}, "FRESH": {"l": [], "a": [], "x": [], "c": []},
+             "CALLS": set(), "LEGIT": set(), "LAST": {}, "FRESH": {"l": [], "a": [], "x": [], "c": [], "o": []},
+             "OPENED": set(), "OPEN_CAP": ''' + str(OPEN_CAP) + r''', "getcwd": os.getcwd, "ROOTS": _amb_roots(env),
              "STATE": {"seq": 0, "dead": False, "n": 0, "flags": [], "armed": False},
              "WATCHED": frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
                                    "gc.get_referents"}),
@@ -248,6 +291,19 @@ def _amb_trace(body):
     settrace(glob)
     atexit.register(send, True)
     state["armed"] = True
+
+
+def _amb_roots(env):
+    """(root, prefix) for the folders whose files the tracer reports opening: the public data and the
+    workspace, as the cell sees them (its AMB_* variables, set by the harness), with their real paths."""
+    roots = []
+    for root, var in (("public", "AMB_PUBLIC_DIR"), ("workspace", "AMB_WORKSPACE")):
+        path = env.get(var)
+        if path and path.startswith("/"):
+            import os
+            for p in {path.rstrip("/"), os.path.realpath(path)}:
+                roots.append((root, p.rstrip("/") + "/"))
+    return tuple(sorted(roots, key=lambda r: -len(r[1])))
 
 
 def _amb_warm(cell):
@@ -278,7 +334,7 @@ def _amb_warm(cell):
 
 
 _amb_trace(''' + repr(_TRACER_BODY) + r''')
-del _amb_trace, _amb_warm
+del _amb_trace, _amb_warm, _amb_roots
 '''
 
 
@@ -380,7 +436,7 @@ def verify(data: bytes, key: str, killed: bool, overflow: bool, code: str = "") 
     if word:
         return _tampered(f"the cell's code reaches for its tracer ({word.group(0)!r})")
     mac = hmac.new(bytes.fromhex(key), digestmod=hashlib.sha256)
-    lines, arcs, exits, calls, ended = set(), set(), set(), [], False
+    lines, arcs, exits, calls, opens, ended = set(), set(), set(), [], [], False
     records = data.split(b"\n")
     if records[-1] == b"" or killed:
         records.pop()  # the text after the last newline: nothing, or a record the kill cut short
@@ -406,6 +462,7 @@ def verify(data: bytes, key: str, killed: bool, overflow: bool, code: str = "") 
         arcs.update(map(tuple, body.get("a", ())))
         exits.update(body.get("x", ()))
         calls += body.get("c", ())
+        opens += body.get("o", ())
         ended = bool(body.get("end"))
     if not records:
         return {"status": "not_traced", "reason": "no tracer records (the interpreter did not load the guard)"}
@@ -414,7 +471,9 @@ def verify(data: bytes, key: str, killed: bool, overflow: bool, code: str = "") 
                          "process ended without exiting)")
     return {"status": "complete" if ended else "incomplete", "lines": sorted(lines)[:FACTS_CAP],
             "arcs": sorted(arcs)[:FACTS_CAP], "exits": sorted(exits)[:FACTS_CAP],
-            "calls": sorted(map(list, {tuple(c) for c in calls if isinstance(c, list) and len(c) == 3}))[:FACTS_CAP]}
+            "calls": sorted(map(list, {tuple(c) for c in calls if isinstance(c, list) and len(c) == 3}))[:FACTS_CAP],
+            "opens": sorted(map(list, {tuple(o) for o in opens if isinstance(o, list) and len(o) == 3
+                                       and all(isinstance(x, str) for x in o)}))[:OPEN_CAP]}
 
 
 _XTRACE = re.compile(rb"^\++AMBX(\d+) ", re.M)
