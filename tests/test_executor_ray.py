@@ -17,7 +17,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need the `ray` extra (scripts/setup.sh --test)")
 
-from executor_cluster import (SOLVE, WRITE_GPUS, RayTestCluster, controller, named_actors, ray_args,  # noqa: E402
+from executor_cluster import (SOLVE, WRITE_GPUS, RayTestCluster, controller, ray_args,  # noqa: E402
                               results, run, run_specs, slots_left, start, wait_for, write_suite)
 
 pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
@@ -279,6 +279,19 @@ def _node_id(node) -> str:
     return node.node_id
 
 
+def _end_session(cluster, ex, nodes) -> None:
+    """The controller ends (its slots with it), the runs-dir lease is released, the test's nodes go."""
+    from pytest_automedbench import runfiles
+
+    try:
+        ex.shutdown(interrupted=True)
+    finally:
+        runfiles.release_all()
+        for n in nodes:
+            if n in cluster.nodes:
+                cluster.remove_node(n)
+
+
 def test_slot_counts_stay_right_through_a_lost_prewarmed_slot_and_node_loss(cluster, tmp_path, monkeypatch):
     """A pre-warmed idle slot lost with its node charges its run nothing; a run lost with its node is
     retried on purpose on a new slot; `ex.slots` counts one slot throughout and none at the end."""
@@ -318,11 +331,7 @@ def test_slot_counts_stay_right_through_a_lost_prewarmed_slot_and_node_loss(clus
             ex._dispatch()  # no run left: the idle slot is ended
         assert _count(ex) == 0
     finally:
-        ex.shutdown(interrupted=True)
-        runfiles.release_all()
-        for n in nodes:
-            if n in cluster.nodes:
-                cluster.remove_node(n)
+        _end_session(cluster, ex, nodes)
     assert not amb_actors_left(cluster)
 
 
@@ -440,9 +449,5 @@ def test_data_registry_places_by_node_affinity_refuses_other_versions_and_outliv
         assert x not in entries  # the stale entry of the node that left
         assert entries[good]["data"]["on-l4/1"]["hash"] == canonical  # the lie verified again and replaced
     finally:
-        ex2.shutdown(interrupted=False)
-        runfiles.release_all()
-        for n in extra:
-            if n in cluster.nodes:
-                cluster.remove_node(n)
+        _end_session(cluster, ex2, extra)
     assert not amb_actors_left(cluster)
