@@ -1,10 +1,12 @@
 """The Ray executor against a real in-process cluster (head + 2 nodes with fake GPUs), shared by every
 test here through one xdist group (scripts/test.sh runs xdist with --dist loadgroup): placement and GPU
 pinning, runs spread over nodes with the same scores as local, infeasible runs refused at start, Ctrl-C,
-node loss then resume, re-attaching after the controller died, archive return (in the first test).
+node loss then resume, re-attaching after the controller died, archive return (in the first test); then,
+with the controller in this process (no pytest start-up per session): slot counts through a lost
+pre-warmed slot and node loss (the retry on purpose), a controller gone while it pre-warmed, and the
+data registry (placement by node affinity, another version refused, wrong and stale entries).
 
-Budget: about 3 minutes for the group on an idle 2-core machine (each inner session costs ~15 s of
-pytest and Ray start before its first run)."""
+The test cluster declares a killed node dead in ~3 s (FAST_NODE_DEATH), not Ray's ~15 s."""
 from __future__ import annotations
 
 import json
