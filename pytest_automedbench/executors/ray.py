@@ -153,11 +153,18 @@ class RayExecutor:
 
         from .ray_actor import probe
 
-        alive_ids = {n["NodeID"] for n in alive}
+        # a node without the resources any run needs is refused for those (its facts are not needed)
+        nodes = [NodeFacts(node_id=n["NodeID"], host=n.get("NodeManagerHostname", "?"),
+                           resources=dict(n.get("Resources") or {})) for n in alive]
+        useful = {f.node_id for f in nodes for spec in self.specs_checked
+                  if node_refusal(_without_data(spec), f, "none") is None}
         answers: dict[str, dict] = {}
         pending = {sl.where_ref: sl for sl in self.slots.values() if sl.where_ref is not None and sl.facts is None}
         deadline = time.monotonic() + PREWARM_WAIT_S
-        while wait_slots and pending and not alive_ids <= set(answers) and time.monotonic() < deadline:
+        # fewer slots than nodes that could take a run: some nodes surely get none, so every such node is
+        # probed now, beside the slots; else the slots answer first (several on one node answer once)
+        early = wait_slots and len(pending) < len(useful)
+        while wait_slots and not early and pending and not useful <= set(answers) and time.monotonic() < deadline:
             ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
             for ref in ready:
                 slot = pending.pop(ref)
@@ -167,11 +174,6 @@ class RayExecutor:
         for sl in self.slots.values():
             if sl.facts is not None:
                 answers.setdefault(sl.facts["node_id"], sl.facts)
-        # a node without the resources any run needs is refused for those (its facts are not needed)
-        nodes = [NodeFacts(node_id=n["NodeID"], host=n.get("NodeManagerHostname", "?"),
-                           resources=dict(n.get("Resources") or {})) for n in alive]
-        useful = {f.node_id for f in nodes for spec in self.specs_checked
-                  if node_refusal(_without_data(spec), f, "none") is None}
         missing = [n for n in alive if n["NodeID"] not in answers and n["NodeID"] in useful]
         refs = {n["NodeID"]: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                 .remote(str(self.settings.data_dir), self._keys, self.settings.sandbox, self.registry, self._known)
