@@ -19,6 +19,9 @@ from inner_session import inner_env
 
 STORE = 80 << 20
 NODE = {"num_cpus": 2, "num_gpus": 2, "object_store_memory": STORE}
+# a node killed by a test is declared dead in ~3 s, not Ray's ~15 s (period 3 s x 5 failures)
+FAST_NODE_DEATH = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
+                   "health_check_timeout_ms": 1000, "health_check_failure_threshold": 2}
 # Ray binds to loopback only with this (scale-out.md: 127.0.0.1 is otherwise rewritten to the host address)
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
 
@@ -50,7 +53,7 @@ class RayTestCluster:
         from ray.cluster_utils import Cluster
 
         self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "include_dashboard": False, "object_store_memory": STORE})
+            "num_cpus": 0, "include_dashboard": False, "object_store_memory": STORE, "_system_config": FAST_NODE_DEATH})
         self.nodes = [self.cluster.add_node(**NODE, resources={"accelerator_type:H100": 1}),
                       self.cluster.add_node(**NODE)]
         self.cluster.wait_for_nodes()
@@ -122,6 +125,62 @@ def results(root: Path) -> dict[str, dict]:
     return {p.name: json.loads((p / "result.json").read_text())
             for p in sorted(runs.iterdir()) if (p / "result.json").is_file() and not p.name.startswith(".")} \
         if runs.is_dir() else {}
+
+
+def named_actors(address: str) -> list[tuple[str, str]]:
+    """(namespace, name) of every named actor of an amb namespace, asked through this process as a
+    short-lived driver (no other driver may be connected here)."""
+    import ray
+    from ray.util import list_named_actors
+
+    ray.init(address=address, log_to_driver=False, logging_level="error")
+    try:
+        return [(a["namespace"], a["name"]) for a in list_named_actors(all_namespaces=True)
+                if a["namespace"].startswith("amb-")]
+    finally:
+        ray.shutdown()
+
+
+def slots_left(address: str) -> list[str]:
+    """The amb slots still alive on the cluster (the data registry outlives controllers by design)."""
+    return [name for _, name in named_actors(address) if name.startswith("slot:")]
+
+
+def controller(cluster: RayTestCluster, root: Path, resume: bool = False, retries: int = 1, grace: float = 10):
+    """A RayExecutor in this process (the controller of a session, without pytest's start-up), on root's
+    runs and data dirs; the caller holds the runs-dir lease (runfiles.lease) as a session does."""
+    from pytest_automedbench.executors import EXECUTOR_OPTIONS
+    from pytest_automedbench.executors.ray import RayExecutor
+    from pytest_automedbench.settings import RunSettings
+
+    settings = RunSettings(runs_dir=root / "runs", data_dir=root / "data", model="reference", resume=resume)
+    options = {ini.removeprefix("amb_"): None for _, ini, _, _, _ in EXECUTOR_OPTIONS}
+    options.update(ray_address=cluster.address, ray_results="shared", archive_mb=64, infra_retries=retries,
+                   cancel_grace=grace)
+    return RayExecutor(settings, options)
+
+
+def run_specs(ex, suite: Path, repeats: int = 1) -> list:
+    """The RunSpecs of every task in `suite` (data prepared here: the canonical version), as start() makes."""
+    from pytest_automedbench import runfiles
+    from pytest_automedbench.data import ensure_prepared
+    from pytest_automedbench.executors import placement_for
+    from pytest_automedbench.executors.base import RunSpec, manifest_hash, portable_settings
+    from pytest_automedbench.tasks import load_task_file
+
+    options = {"run_gpus": None, "run_gpu_kind": None, "run_memory_gb": None, "run_cpus": None}
+    specs = []
+    for task_file in sorted(suite.glob("*.task.yaml")):
+        task = load_task_file(task_file)
+        data = ensure_prepared(task, ex.settings.data_dir)
+        for r in range(1, repeats + 1):
+            specs.append(RunSpec(
+                run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"{task.spec.id}[r{r}]",
+                task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite", repeat=r,
+                config_hash=runfiles.config_hash(task, "lite", r, ex.settings), placement=placement_for(task, options),
+                network=task.spec.policy.network, data_key=f"{task.spec.id}/{task.spec.version}",
+                data_hash=manifest_hash(data.root), settings=portable_settings(ex.settings)))
+    return specs
 
 
 def wait_for(condition, timeout: float, what: str, every: float = 0.2):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
+from _pytest.stash import StashKey  # not `pytest`: a node's Ray worker imports this package (0.25 s less per start)
 
 from .base import ExecutorError, InfraError, Placement, RunSpec, portable_settings
 
@@ -42,8 +42,8 @@ EXECUTOR_OPTIONS = [
      "seconds a job may be unknown to sacct, without a result, before it counts as lost"),
 ]
 
-EXECUTOR_KEY = pytest.StashKey[Any]()
-SPECS_KEY = pytest.StashKey[dict]()
+EXECUTOR_KEY = StashKey[Any]()
+SPECS_KEY = StashKey[dict]()
 
 
 def executor_options(config) -> dict[str, Any]:
@@ -112,6 +112,8 @@ def spec_for(item, settings, options: dict[str, Any], portable) -> RunSpec | Non
 
 def start(session) -> None:
     """Check placement of every run the session will make, refuse what cannot be placed, submit the rest."""
+    import pytest
+
     config = session.config
     from ..plugin import SETTINGS_KEY
     from ..runfiles import lease
@@ -145,12 +147,14 @@ def start(session) -> None:
     executor.submit(list(specs.values()))
 
 
-OPTIONS_KEY = pytest.StashKey[dict]()
+OPTIONS_KEY = StashKey[dict]()
 
 
 def _check_hooks_stay_local(config, name: str) -> None:
     """A node builds agents, sandboxes and metrics from the built-in registries only: a conftest or
     plugin that implements those hooks would be silently ignored there, so it is refused."""
+    import pytest
+
     for hook in ("pytest_amb_make_agent", "pytest_amb_make_sandbox", "pytest_amb_track_metric"):
         impls = [i.plugin_name for i in getattr(config.hook, hook).get_hookimpls()]
         if impls:

@@ -102,6 +102,7 @@ class NodeFacts:
     resources: dict[str, float] = field(default_factory=dict)
     isolation: str = "?"
     data: dict[str, str | None] = field(default_factory=dict)  # data_key -> manifest hash (None: absent)
+    problems: dict[str, str] = field(default_factory=dict)  # data_key -> why its copy is unusable (failed its check)
 
 
 class Executor(Protocol):

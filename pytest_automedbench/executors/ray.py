@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import io
 import os
+import secrets
 import tarfile
 import threading
 import time
@@ -42,10 +43,13 @@ import pytest
 from .. import safefs
 from ..runfiles import RunFolder, session_id, settle
 from .base import ExecutorError, InfraError, NodeFacts, Placement, RunSpec, namespace_for
+from .ray_registry import registry
 from .saving import save_errored
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject's `ray` extra (docs/scale-out.md)
 POLL_S = 2.0
+PREWARM_WAIT_S = 60.0  # how long the placement check waits for pre-warmed slots to answer before probing
+SLOT_LOSSES = 3  # slots that may die under a run before it began, before the run counts them as an attempt
 
 
 def import_ray():
@@ -80,6 +84,8 @@ def node_refusal(spec: RunSpec, node: NodeFacts, isolation: str) -> str | None:
             what = {"memory": f"{have / (1 << 30):.1f} GB memory"}.get(name, f"{have:g} {name}")
             return f"has {what}"
     if spec.data_hash is not None:
+        if node.problems.get(spec.data_key):
+            return f"holds data {spec.data_key} that is unusable: {node.problems[spec.data_key]}"
         held = node.data.get(spec.data_key)
         if held != spec.data_hash:
             return (f"holds data {spec.data_key} version {held or 'none'}, not the canonical {spec.data_hash} "
@@ -102,6 +108,7 @@ class RayExecutor:
         self.infra_retries = options["infra_retries"]
         self.grace_s = options["cancel_grace"]
         self.session = session_id()
+        self.token = secrets.token_hex(3)  # slot names stay unique when one process makes several controllers
         from .. import __file__ as package_init
 
         address = options["ray_address"] or os.environ.get("RAY_ADDRESS") or "auto"
@@ -118,40 +125,93 @@ class RayExecutor:
         self.specs: dict[str, RunSpec] = {}
         self.runs: dict[str, _Run] = {}  # run id -> its state, until its test collects it
         self.queue: list[RunSpec] = []  # runs waiting for a slot, in submit order
-        self.idle: dict[tuple, list[Any]] = {}  # shape -> slots free for its next run
-        self.live: dict[tuple, int] = {}  # shape -> slots made (busy, idle or being placed)
-        self.attached: set = set()  # slots of an earlier controller this one re-attached to
-        self.timings: dict[str, dict[str, float]] = {}  # run id -> submitted, started, finished, collected
+        self.slots: dict[Any, _Slot] = {}  # actor id -> every slot this controller holds (the one count of slots)
+        self.in_flight: dict[str, tuple[Any, int]] = {}  # --amb-resume: run name -> (slot, attempt) still going
+        self.registry = None
+        self.timings: dict[str, dict[str, float]] = {}  # run id -> queued, submitted, started, finished, collected
+        self.checked_at: float | None = None  # when the placement check began (the benchmark's clock)
+        self._keys: list[str] = []
+        self.specs_checked: list[RunSpec] = []  # the runs the placement check was for
+        self._known = None  # the registry's entries, as the placement check read them (an object ref)
+        self._checked = False
         self._placed = 0
         self._slots_made = 0
         self._next_check = 0.0
         self._lock = threading.RLock()  # one pump at a time (a caller may wait from several threads)
 
     # -- placement -------------------------------------------------------------------------------
-    def _probe(self, specs: list[RunSpec]) -> list[NodeFacts]:
+    # The check starts the slots the runs will need first (pre-warm: a fresh Ray worker takes seconds
+    # to start), and each slot, once up, answers its node's facts; only nodes no slot landed on get a
+    # probe task. Nodes verify their data (trusting the cluster's registry, ray_registry.py, where
+    # their files are unchanged since), register it there, and placement goes by it.
+    def _alive_raw(self) -> list[dict]:
+        return [n for n in self.ray.nodes() if n.get("Alive")]
+
+    def _probe(self, alive: list[dict], wait_slots: bool) -> list[NodeFacts]:
+        from ray.exceptions import RayError
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from .ray_actor import probe
 
-        keys = sorted({s.data_key for s in specs})
-        alive = [n for n in self.ray.nodes() if n.get("Alive")]
+        # a node without the resources any run needs is refused for those (its facts are not needed)
+        nodes = [NodeFacts(node_id=n["NodeID"], host=n.get("NodeManagerHostname", "?"),
+                           resources=dict(n.get("Resources") or {})) for n in alive]
+        useful = {f.node_id for f in nodes for spec in self.specs_checked
+                  if node_refusal(_without_data(spec), f, "none") is None}
+        answers: dict[str, dict] = {}
+        pending = {sl.where_ref: sl for sl in self.slots.values() if sl.where_ref is not None and sl.facts is None}
+        deadline = time.monotonic() + PREWARM_WAIT_S
+        # fewer slots than nodes that could take a run: some nodes surely get none, so every such node is
+        # probed now, beside the slots; else the slots answer first (several on one node answer once)
+        early = wait_slots and len(pending) < len(useful)
+        while wait_slots and not early and pending and not useful <= set(answers) and time.monotonic() < deadline:
+            ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            for ref in ready:
+                slot = pending.pop(ref)
+                self._learn(slot, ref)
+                if slot.facts is not None:
+                    answers.setdefault(slot.node_id, slot.facts)
+        for sl in self.slots.values():
+            if sl.facts is not None:
+                answers.setdefault(sl.facts["node_id"], sl.facts)
+        missing = [n for n in alive if n["NodeID"] not in answers and n["NodeID"] in useful]
         refs = {n["NodeID"]: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote(str(self.settings.data_dir), keys, self.settings.sandbox) for n in alive}
+                .remote(str(self.settings.data_dir), self._keys, self.settings.sandbox, self.registry, self._known)
+                for n in missing}
+        for n in missing:
+            try:
+                answers[n["NodeID"]] = self.ray.get(refs[n["NodeID"]], timeout=120)
+            except (RayError, TimeoutError) as e:  # a node that cannot answer takes no runs
+                answers[n["NodeID"]] = {"host": "?", "isolation": "?", "data": {}, "error": str(e)}
         facts = []
         for n in alive:
-            try:
-                got = self.ray.get(refs[n["NodeID"]], timeout=120)
-            except Exception as e:  # noqa: BLE001 - a node that cannot answer takes no runs
-                got = {"host": "?", "isolation": "?", "data": {}, "error": str(e)}
+            got = answers.get(n["NodeID"]) or {"host": n.get("NodeManagerHostname", "?"), "isolation": "?", "data": {}}
+            data = got.get("data") or {}  # what the node verified and registered
             facts.append(NodeFacts(node_id=n["NodeID"], host=got["host"], resources=dict(n.get("Resources") or {}),
-                                   isolation=got["isolation"], data=got["data"]))
+                                   isolation=got["isolation"],
+                                   data={k: (data.get(k) or {}).get("hash") for k in self._keys},
+                                   problems={k: v["problem"] for k, v in data.items() if (v or {}).get("problem")}))
         return facts
 
     def refusals(self, specs: list[RunSpec]) -> dict[str, str]:
         from ..sandbox import isolation_of
 
+        self.checked_at = time.time()
+        self._checked = True
         isolation = isolation_of(self.settings.sandbox)
-        self.nodes = self._probe(specs) if specs else []
+        if not specs:
+            self.nodes = []
+            return {}
+        self.in_flight = self._slots_in_flight() if self.settings.resume else {}
+        self._janitor()  # a dead controller's slots go before new ones compete for their resources
+        alive = self._alive_raw()
+        self._keys = sorted({s.data_key for s in specs})
+        self.specs_checked = [s for s in specs if not s.network]
+        self.registry, existed = registry(self.ray, self.namespace)
+        # its entries (those of dead nodes dropped) let nodes skip hashing unchanged data; a new one is empty
+        self._known = self.registry.entries.remote([n["NodeID"] for n in alive]) if existed else {}
+        self._prewarm(specs, alive)
+        self.nodes = self._probe(alive, wait_slots=True)
         out = {}
         for spec in specs:
             if spec.network:
@@ -181,12 +241,21 @@ class RayExecutor:
     # -- slots -----------------------------------------------------------------------------------
     # A slot is a detached actor holding one run's resources; it runs one run after another (a warm
     # worker: the next run starts in a fraction of a second, not the seconds a fresh Ray worker takes).
-    # Runs wait in the controller's queue for a slot of their shape; the pool holds at most as many
-    # slots of a shape as the cluster can place, and a slot whose shape has no more runs is ended (its
-    # resources go to the other shapes).
-    def _key(self, spec: RunSpec) -> tuple:
+    # Runs wait in the controller's queue for a slot of their shape on a node that may take them; a
+    # shape has at most as many slots as the cluster can place, and a slot no queued run can use is
+    # ended (its resources go to the other shapes). `self.slots` is the only count: a slot enters it
+    # when made or re-attached and leaves it in `_kill`, whatever ended it.
+    @staticmethod
+    def _shape(spec: RunSpec) -> tuple:
         p = spec.placement
-        return (p.cpus, p.gpus, p.gpu_kind, p.memory_gb, tuple(self.pinned.get(spec.run_id) or ()))
+        return (p.cpus, p.gpus, p.gpu_kind, p.memory_gb)
+
+    def _fits(self, slot: "_Slot", spec: RunSpec, node_known: bool = True) -> bool:
+        """Whether the slot can take the run (node_known=False: or could, once its node is known)."""
+        if slot.shape != self._shape(spec):
+            return False
+        ok = self.pinned.get(spec.run_id)
+        return not ok or slot.node_id in ok or (not node_known and slot.node_id is None)
 
     def _capacity(self, spec: RunSpec, alive: list[NodeFacts]) -> int:
         """How many slots of the run's shape the cluster's alive nodes hold at most."""
@@ -199,66 +268,117 @@ class RayExecutor:
             total += min(fits) if fits else 0
         return total
 
-    def _new_slot(self, key: tuple, spec: RunSpec):
+    def _prewarm(self, specs: list[RunSpec], alive: list[dict]) -> None:
+        """Start the slots the runs will need now, while placement is checked: as many per shape as it
+        has runs (not in flight already) and the cluster can place, and has free now (one that cannot
+        be placed yet would keep the check waiting). Each answers its node's facts."""
+        nodes = [NodeFacts(node_id=n["NodeID"], host="?", resources=dict(n.get("Resources") or {})) for n in alive]
+        by_shape: dict[tuple, list[RunSpec]] = {}
+        for spec in specs:
+            if not spec.network and spec.actor_name not in self.in_flight:
+                by_shape.setdefault(self._shape(spec), []).append(spec)
+        busy = {}
+        for spec in specs:
+            if spec.actor_name in self.in_flight:
+                busy[self._shape(spec)] = busy.get(self._shape(spec), 0) + 1
+        free = self.ray.available_resources()
+        for shape, group in by_shape.items():
+            need = needs(group[0].placement)
+            room = min([int(free.get(r, 0.0) // a) for r, a in need.items() if a >= 0.01] or [len(group)])
+            count = max(0, min(len(group), self._capacity(group[0], nodes) - busy.get(shape, 0), room))
+            for r, a in need.items():
+                free[r] = free.get(r, 0.0) - a * count
+            for _ in range(count):
+                slot = self._new_slot(group[0], strategy="DEFAULT")
+                slot.where_ref = slot.actor.where.remote(str(self.settings.data_dir), self._keys, self.settings.sandbox,
+                                                         self.registry, self._known)
+
+    def _new_slot(self, spec: RunSpec, strategy=None) -> "_Slot":
         p = spec.placement
         custom = {gpu_kind_resource(p.gpu_kind): 0.001} if p.gpu_kind else {}
         self._slots_made += 1
         actor = self.actor_class.options(
-            name=f"slot:{self.session}:{self._slots_made}", namespace=self.namespace, lifetime="detached",
+            name=f"slot:{self.session}:{self.token}:{self._slots_made}", namespace=self.namespace, lifetime="detached",
             max_restarts=0, max_task_retries=0, max_concurrency=8, num_cpus=p.cpus, num_gpus=p.gpus,
             resources=custom, memory=int(p.memory_gb * (1 << 30)) if p.memory_gb else None,
-            scheduling_strategy=self._strategy(spec)).remote()
-        self.live[key] = self.live.get(key, 0) + 1
-        return actor
+            scheduling_strategy=strategy or self._strategy(spec)).remote()
+        return self._add_slot(actor, self._shape(spec))
 
-    def _assign(self, spec: RunSpec, actor) -> None:
+    def _add_slot(self, actor, shape: tuple) -> "_Slot":
+        slot = _Slot(actor, shape)
+        self.slots[actor._actor_id] = slot
+        return slot
+
+    def _kill(self, slot: "_Slot") -> None:
+        """The one place a slot stops counting (whether it ended, died, or its node did)."""
+        self.slots.pop(slot.actor._actor_id, None)
+        try:
+            self.ray.kill(slot.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+
+    def _learn(self, slot: "_Slot", ref) -> None:
+        """Take a pre-warmed slot's answer (its node); a slot that died before answering is ended."""
+        from ray.exceptions import RayError
+
+        try:
+            slot.facts = self.ray.get(ref, timeout=60)
+            slot.node_id = slot.facts["node_id"]
+        except (RayError, TimeoutError):
+            slot.where_ref = None
+            if slot.run is None:  # a busy slot's loss is its run's, found by the pump
+                self._kill(slot)
+
+    def _idle(self) -> list["_Slot"]:
+        return [sl for sl in self.slots.values() if sl.run is None]
+
+    def _assign(self, spec: RunSpec, slot: "_Slot") -> None:
         run = self.runs[spec.run_id]
-        run.actor, run.node, run.done_ref = actor, None, None
-        run.started_ref = actor.start.remote(self._job(spec))
+        slot.run = spec.run_id
+        run.slot, run.node, run.done_ref = slot, None, None
+        run.started_ref = slot.actor.start.remote(self._job(spec))
         self.timings.setdefault(spec.run_id, {})["submitted"] = time.time()
 
     def _dispatch(self) -> None:
-        alive = self._alive_nodes() if self.queue else []
+        answering = {sl.where_ref: sl for sl in self.slots.values() if sl.where_ref is not None and sl.facts is None}
+        if answering:
+            ready, _ = self.ray.wait(list(answering), num_returns=len(answering), timeout=0)
+            for ref in ready:
+                self._learn(answering[ref], ref)
+        if not self.queue and not self._idle():
+            return
+        alive_ids = {n["NodeID"] for n in self._alive_raw()}
+        for slot in self._idle():
+            if slot.node_id is not None and slot.node_id not in alive_ids:
+                self._kill(slot)  # an idle slot lost with its node: no run is charged for it
+        alive = [n for n in self.nodes if n.node_id in alive_ids]
         for spec in list(self.queue):
-            key = self._key(spec)
-            idle = self.idle.get(key)
-            if idle:
-                actor = idle.pop()
-            elif self.live.get(key, 0) < max(1, self._capacity(spec, alive)):
-                actor = self._new_slot(key, spec)
-            else:
-                continue
+            slot = next((sl for sl in self._idle() if self._fits(sl, spec)), None)
+            if slot is None:
+                could = sum(1 for sl in self.slots.values() if self._fits(sl, spec, node_known=False))
+                if could >= max(1, self._capacity(spec, alive)):
+                    continue
+                slot = self._new_slot(spec)
             self.queue.remove(spec)
-            self._assign(spec, actor)
-        waiting = {self._key(s) for s in self.queue}
-        for key in [k for k in self.idle if k not in waiting]:
-            for actor in self.idle.pop(key):
-                self._kill(actor, key)
-
-    def _kill(self, actor, key: tuple | None) -> None:
-        try:
-            self.ray.kill(actor, no_restart=True)
-        except Exception:  # noqa: BLE001 - gone already
-            pass
-        if key is not None:
-            self.live[key] = max(0, self.live.get(key, 0) - 1)
+            self._assign(spec, slot)
+        for slot in self._idle():
+            if not any(self._fits(slot, s, node_known=False) for s in self.queue):
+                self._kill(slot)
 
     # -- submitting ------------------------------------------------------------------------------
     def submit(self, specs: list[RunSpec]) -> None:
-        in_flight = self._slots_in_flight() if self.settings.resume else {}
+        if not self._checked:
+            self.refusals(specs)
         for spec in specs:
             self.specs[spec.run_id] = spec
             self.runs[spec.run_id] = _Run(spec)
             self.timings[spec.run_id] = {"queued": time.time()}
-            found = in_flight.get(spec.actor_name)
+            found = self.in_flight.get(spec.actor_name)
             if found is not None:  # --amb-resume: the run is still going on its slot
                 actor, attempt = found
                 spec.attempt = attempt
-                self.live[self._key(spec)] = self.live.get(self._key(spec), 0) + 1
-                self.attached.add(actor)
-                self._assign(spec, actor)  # start() answers its node and starts nothing new
-        self._janitor()
-        self.queue = [s for s in specs if self.runs[s.run_id].actor is None]
+                self._assign(spec, self._add_slot(actor, self._shape(spec)))  # start() answers its node, starts nothing
+        self.queue = [s for s in specs if self.runs[s.run_id].slot is None]
         self._dispatch()
 
     def _slots_in_flight(self) -> dict[str, tuple[Any, int]]:
@@ -267,7 +387,7 @@ class RayExecutor:
 
         out = {}
         for entry in list_named_actors(all_namespaces=True):
-            if entry.get("namespace") != self.namespace:
+            if entry.get("namespace") != self.namespace or not entry["name"].startswith("slot:"):
                 continue
             try:
                 actor = self.ray.get_actor(entry["name"], namespace=self.namespace)
@@ -279,19 +399,20 @@ class RayExecutor:
         return out
 
     def _janitor(self) -> None:
-        """End the namespace's slots nobody re-attached to: runs of a controller that is gone."""
+        """End the namespace's slots nobody re-attached to: runs of a controller that is gone, and
+        slots it started and never used (killed while it checked placement)."""
         from ray.util import list_named_actors
 
-        attached = {a._actor_id for a in self.attached}
+        keep = {a._actor_id for a, _ in self.in_flight.values()} | set(self.slots)
         for entry in list_named_actors(all_namespaces=True):
-            if entry.get("namespace") != self.namespace:
-                continue
+            if entry.get("namespace") != self.namespace or not entry["name"].startswith("slot:"):
+                continue  # the data registry outlives every controller
             try:
                 actor = self.ray.get_actor(entry["name"], namespace=self.namespace)
             except ValueError:
                 continue
-            if actor._actor_id not in attached:
-                self._end(actor, soft=True)
+            if actor._actor_id not in keep:
+                self._end(_Slot(actor, ()), soft=True)
 
     def _job(self, spec: RunSpec) -> dict[str, Any]:
         return {"spec": spec, "session": self.session, "name": spec.actor_name,
@@ -318,7 +439,7 @@ class RayExecutor:
             if on_progress and run.node is not None and time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + POLL_S
                 try:
-                    state = self.ray.get(run.actor.progress.remote(), timeout=30)
+                    state = self.ray.get(run.slot.actor.progress.remote(), timeout=30)
                     if state:
                         on_progress(state)
                 except Exception:  # noqa: BLE001 - progress is a courtesy; loss is found by the pump
@@ -334,7 +455,7 @@ class RayExecutor:
 
             refs = {}
             for run in self.runs.values():
-                if run.actor is None or run.state is not None or run.error is not None:
+                if run.slot is None or run.state is not None or run.error is not None:
                     continue
                 refs[run.started_ref if run.node is None else run.done_ref] = run
             if refs:
@@ -348,14 +469,15 @@ class RayExecutor:
                 try:
                     value = ray.get(ref)
                     if run.node is None:
-                        run.node, run.done_ref = value, run.actor.finished.remote()
+                        run.node, run.done_ref = value, run.slot.actor.finished.remote()
+                        run.slot.node_id = value["node_id"]
                         continue
-                    run.state = ray.get(run.actor.poll.remote(0.0, self.archive_cap), timeout=120)
+                    run.state = ray.get(run.slot.actor.poll.remote(0.0, self.archive_cap), timeout=120)
                     self.timings.setdefault(run.spec.run_id, {}).update(
                         started=run.state["node"].get("started_at", 0.0), finished=run.state["finished_at"],
                         collected=time.time(), node=run.state["node"]["node_id"])
-                    ray.get(run.actor.cleanup.remote(), timeout=60)  # ready for the next run
-                    self.idle.setdefault(self._key(run.spec), []).append(run.actor)
+                    ray.get(run.slot.actor.cleanup.remote(), timeout=60)  # ready for the next run
+                    run.slot.run, run.slot = None, None
                 except RayError as e:
                     where = f" {run.node['host']}" if run.node else ""
                     self._lost(run, f"lost its Ray worker or node{where} ({type(e).__name__}): "
@@ -372,21 +494,29 @@ class RayExecutor:
         if not waiting or all(any(node_refusal(r.spec, n, "none") is None for n in self._alive_nodes())
                               for r in waiting):
             return
-        self.nodes = self._probe(list(self.specs.values()))  # nodes that joined since the start
+        self.nodes = self._probe(self._alive_raw(), wait_slots=False)  # nodes that joined since the start
         for run in waiting:
             if not any(node_refusal(run.spec, n, "none") is None for n in self._alive_nodes()):
-                self._lost(run, "no alive node of the Ray cluster can take the run any more")
+                self._lost(run, "no alive node of the Ray cluster can take the run any more", final=True)
 
-    def _lost(self, run: "_Run", why: str) -> None:
+    def _lost(self, run: "_Run", why: str, final: bool = False) -> None:
+        """The run's slot or node is gone: the slot is ended (`_kill` uncounts it) and the run requeued.
+        A run whose slot died before the run began (a pre-warmed slot lost with its node) is requeued
+        without counting an attempt, a few times; otherwise it is an infra retry, or past them (or
+        `final`: no node can take it) an errored run."""
         spec = run.spec
-        if run.actor is not None:
-            self._end(run.actor, soft=False)
-            self.live[self._key(spec)] = max(0, self.live.get(self._key(spec), 0) - 1)
+        if run.slot is not None:
+            self._end(run.slot, soft=False)
         if spec in self.queue:
             self.queue.remove(spec)
         node, message = run.node, f"{spec.name}: {why}"
-        run.actor = run.started_ref = run.done_ref = run.node = None
-        if spec.attempt >= self.infra_retries:
+        begun = node is not None
+        run.slot = run.started_ref = run.done_ref = run.node = None
+        if not begun and not final and run.slot_losses < SLOT_LOSSES:
+            run.slot_losses += 1
+            self.queue.insert(0, spec)
+            return
+        if final or spec.attempt >= self.infra_retries:
             run.error = save_errored(self.settings, spec, "infra_error", message, InfraError(message), node=node)
             return
         spec.attempt += 1
@@ -424,9 +554,9 @@ class RayExecutor:
         return target
 
     # -- ending ----------------------------------------------------------------------------------
-    def _end(self, actor, soft: bool) -> None:
+    def _end(self, slot: "_Slot", soft: bool) -> None:
         """Interrupt the slot's run (it saves itself as interrupted), then kill it and the slot."""
-        ray = self.ray
+        ray, actor = self.ray, slot.actor
         try:
             if soft and ray.get(actor.signal.remote("SIGINT"), timeout=30):
                 deadline = time.monotonic() + self.grace_s
@@ -436,13 +566,13 @@ class RayExecutor:
             ray.get(actor.cleanup.remote(), timeout=30)
         except Exception:  # noqa: BLE001 - a dead actor has nothing left to stop
             pass
-        self._kill(actor, None)
+        self._kill(slot)
 
     def shutdown(self, interrupted: bool) -> None:
         """Runs still in flight: SIGINT to each (all at once), the grace period, then SIGKILL; every
-        slot (busy, idle or not yet placed) is ended."""
+        slot (busy, idle, pre-warmed or not yet placed) is ended. The data registry stays."""
         ray = self.ray
-        busy = [r.actor for r in self.runs.values() if r.actor is not None and r.state is None and r.error is None]
+        busy = [r.slot.actor for r in self.runs.values() if r.slot is not None and r.state is None and r.error is None]
         try:
             for actor in busy:
                 try:
@@ -457,15 +587,28 @@ class RayExecutor:
                             break
                     except Exception:  # noqa: BLE001 - its node is gone: nothing left to wait for
                         break
-            for actor in [*busy, *(a for slots in self.idle.values() for a in slots)]:
+            cleanups = [(sl, sl.actor.cleanup.remote()) for sl in list(self.slots.values())]
+            for slot, ref in cleanups:  # all at once: a pending slot's cleanup never answers
                 try:
-                    ray.get(actor.cleanup.remote(), timeout=30)
-                except Exception:  # noqa: BLE001 - the actor or its node is gone already
+                    ray.get(ref, timeout=30 if slot.run is not None or slot.node_id else 0.5)
+                except Exception:  # noqa: BLE001 - the actor or its node is gone already, or never placed
                     pass
-                self._kill(actor, None)
+                self._kill(slot)
         finally:
-            self.idle.clear()
             ray.shutdown()
+
+
+@dataclass(eq=False)
+class _Slot:
+    """A slot as the controller tracks it: its actor, its run's shape, its node once known (from its
+    pre-warm answer or its first run's start), and the run it holds (None: idle)."""
+
+    actor: Any
+    shape: tuple
+    node_id: str | None = None
+    run: str | None = None
+    where_ref: Any = None  # a pre-warmed slot's answer (its node's facts), until taken
+    facts: dict | None = None
 
 
 @dataclass(eq=False)
@@ -474,12 +617,13 @@ class _Run:
     done_ref), then ended with its state or failed with the error its test raises."""
 
     spec: RunSpec
-    actor: Any = None
+    slot: _Slot | None = None
     started_ref: Any = None
     done_ref: Any = None
     node: dict | None = None
     state: dict | None = None
     error: BaseException | None = None
+    slot_losses: int = 0  # slots that died before the run began on them (no attempt counted)
 
 
 def _without_data(spec: RunSpec) -> RunSpec:

@@ -21,21 +21,31 @@ import ray
 import pytest_automedbench
 from pytest_automedbench import safefs
 
-from .base import manifest_hash
+from .ray_registry import NODE_DATA_DIR, node_data
 
 PACKAGE_PARENT = str(Path(pytest_automedbench.__file__).resolve().parent.parent)
 ARCHIVE_NOTE = "ARCHIVE-NOTE.txt"
-PROGRESS = "progress.json"  # ProgressChannel(scratch) writing worker "progress"  # the run's progress state, written by the node process
+PROGRESS = "progress.json"  # the run's progress state, written by the node process
+
+
+def node_facts(data_dir: str, data_keys: list[str], sandbox: str, registry, known: dict | None) -> dict[str, Any]:
+    """This node's facts for placement (host, the sandbox's isolation, the data versions it holds,
+    verified, trusting `known`, the registry's entries, where the files are unchanged), registered in
+    the cluster's registry (ray_registry.py)."""
+    from ..sandbox import isolation_of
+
+    node_id = ray.get_runtime_context().get_node_id()
+    host = socket.gethostname()
+    data = node_data(data_dir, data_keys, ((known or {}).get(node_id) or {}).get("data") or {})
+    if registry is not None and data_keys:
+        registry.register.remote(node_id, host, data)  # not waited for: a new registry may still be starting
+    return {"node_id": node_id, "host": host, "isolation": isolation_of(sandbox), "data": data}
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def probe(data_dir: str, data_keys: list[str], sandbox: str) -> dict[str, Any]:
-    """This node's facts for placement: host, the sandbox's isolation, the data versions it holds."""
-    from ..sandbox import isolation_of
-
-    return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
-            "isolation": isolation_of(sandbox),
-            "data": {key: manifest_hash(Path(data_dir) / key) for key in data_keys}}
+def probe(data_dir: str, data_keys: list[str], sandbox: str, registry=None, known: dict | None = None) -> dict[str, Any]:
+    """node_facts, for a node no slot of this session landed on."""
+    return node_facts(data_dir, data_keys, sandbox, registry, known)
 
 
 def archive(folder: Path, cap_bytes: int) -> tuple[bytes, int]:
@@ -78,6 +88,12 @@ class RunActor:
         self.shared = True
         self.left_on_node = 0  # files past the archive cap: the scratch folder stays
 
+    def where(self, data_dir: str, data_keys: list[str], sandbox: str, registry=None,
+              known: dict | None = None) -> dict[str, Any]:
+        """This slot's node's facts (node_facts): a slot that starts while the controller checks
+        placement stands in for that node's probe (one Python worker started per node, not two)."""
+        return node_facts(data_dir, data_keys, sandbox, registry, known)
+
     def current(self) -> dict[str, Any] | None:
         """The run this slot holds (running, or ended and not collected yet), or None when idle."""
         if self.proc is None:
@@ -98,8 +114,9 @@ class RunActor:
         self.node = {"executor": "ray", "node_id": ctx.get_node_id(), "host": socket.gethostname(),
                      "gpus": gpus, "attempt": job["spec"].attempt}
         spec_file, self.outcome_file = self.scratch / "spec.pickle", self.scratch / "outcome.json"
+        own_data = {"data_dir": os.environ[NODE_DATA_DIR]} if os.environ.get(NODE_DATA_DIR) else {}
         spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=self.node, runs_dir=str(self.runs_dir),
-                                                progress=str(self.scratch / PROGRESS))))
+                                                progress=str(self.scratch / PROGRESS), **own_data)))
         env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()),
                    PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
         self.node["started_at"] = time.time()  # the run's process starts now (the overhead benchmark)
