@@ -56,7 +56,8 @@ def test_a_run_as_a_slurm_job(tmp_path):
     for line in ("#SBATCH --gres=gpu:h100:1", "#SBATCH --time=90", "#SBATCH --partition=gpu", "#SBATCH --mem=2048M",
                  "#SBATCH --job-name=tiny-s__lite__reference__r1"):
         assert line in script, script
-    assert json.loads((tmp_path / "jobs" / "amb-jobs.json").read_text()) == {}  # collected: forgotten
+    (registry,) = (tmp_path / "jobs").glob("amb-jobs-amb-*.json")  # one per runs dir
+    assert json.loads(registry.read_text()) == {}  # collected: forgotten
 
 
 def test_a_resumed_controller_reattaches_by_job_id_and_lost_jobs_are_infra_errors(tmp_path):

@@ -87,10 +87,16 @@ def run_job(job: dict) -> dict:
                              str(outcome_file)], env=env, start_new_session=True)
 
     def forward(signum, frame):
-        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:  # the run has ended already
+            pass
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    # Slurm's warning before a time limit or preemption (--signal=USR2@...): the run saves itself as
+    # interrupted, in place of submitit's handler, which would requeue the job (the run from zero)
+    signal.signal(signal.SIGUSR2, forward)
     proc.wait()
     try:
         return json.loads(outcome_file.read_text())
