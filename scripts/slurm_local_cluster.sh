@@ -81,7 +81,7 @@ ReturnToService=2
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2
 MinJobAge=${SLURM_LOCAL_MIN_JOB_AGE:-300}
-KillWait=10
+KillWait=30
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=30

@@ -107,12 +107,26 @@ def run_job(job: dict) -> dict:
         safefs.remove_tree(scratch)
 
 
+def _interrupt_once(signum, frame):
+    # not SIG_IGN: a signal already pending would then raise OSError ("ignored due to race condition")
+    signal.signal(signal.SIGINT, _ignore)
+    signal.signal(signal.SIGTERM, _ignore)
+    raise KeyboardInterrupt
+
+
+def _ignore(signum, frame):
+    pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Ray's worker threads block or ignore SIGINT, and both survive exec: the soft cancel (SIGINT to
     # this group) must reach the runner as KeyboardInterrupt, as Ctrl-C does locally.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _interrupt_once)
+    # Slurm's scancel sends SIGTERM to every process of the job step, this one included: an interrupt
+    # too (the run saves itself), and only one (a second one would break off the saving)
+    signal.signal(signal.SIGTERM, _interrupt_once)
     _die_with_parent(int(os.environ.get("AMB_NODE_PARENT") or os.getppid()))
     code = run(Path(argv[0]), Path(argv[1]))
     # The outcome is on disk and the run in place: skip the interpreter's teardown of torch, the
