@@ -131,7 +131,20 @@ start() {
 }
 
 stop() {
-    # daemons by their own pid files only (never by name: other Slurm daemons may run on this machine)
+    # this cluster's jobs first (slurmstepd and a job's processes outlive slurmd), then the daemons,
+    # by their own pid files only (never by name: other Slurm daemons may run on this machine)
+    if pid_alive "$state/slurmctld.pid"; then
+        export SLURM_CONF="$conf"
+        jobs=$(squeue -h -o %i 2>/dev/null || true)
+        if [ -n "$jobs" ]; then
+            # shellcheck disable=SC2086
+            scancel $jobs 2>/dev/null || true
+            for _ in $(seq 1 90); do
+                [ -z "$(squeue -h -t running,completing -o %i 2>/dev/null || true)" ] && break
+                sleep 0.5
+            done
+        fi
+    fi
     local files=("$state"/slurmd.*.pid "$state/slurmctld.pid" "$state/munged.pid")
     for f in "${files[@]}"; do
         pid_alive "$f" && kill "$(cat "$f")" 2>/dev/null || true
