@@ -66,11 +66,46 @@ class SlurmCluster:
         out = self.slurm("squeue", "-h", "--states=all", "-o", "%i %T").stdout
         return dict(line.split() for line in out.splitlines() if line.strip())
 
-    def restart_controller_forgetting_jobs(self) -> None:
-        """slurmctld stopped and started again with its state cleared (`-c`): every job unknown to it."""
+    def ours(self, pid: int) -> bool:
+        """A process of this cluster (another cluster on this machine may have a job of the same id)."""
+        try:
+            return f"SLURM_CONF={self.conf}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return False
+
+    def kill_job(self, job: str) -> None:
+        """SIGKILL the job's slurmstepd processes and everything under them, as a crashed node would
+        lose them: no result is written."""
+        parents = {}
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit():
+                    stat = (proc / "stat").read_text()
+                    parents[int(proc.name)] = (int(stat.rsplit(")", 1)[1].split()[1]),
+                                               (proc / "cmdline").read_bytes().decode(errors="replace"))
+            except OSError:
+                pass
+        doomed = {pid for pid, (_, cmd) in parents.items()
+                  if cmd.startswith("slurmstepd") and f"[{job}." in cmd and self.ours(pid)}
+        grew = True
+        while grew:
+            more = {pid for pid, (ppid, _) in parents.items() if ppid in doomed} - doomed
+            grew = bool(more)
+            doomed |= more
+        assert doomed, f"no slurmstepd of job {job}"
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def restart_controller_forgetting_jobs(self, meanwhile=lambda: None) -> None:
+        """slurmctld stopped, `meanwhile()`, and slurmctld started again with its state cleared (`-c`):
+        every job unknown to it."""
         pid = int((self.state / "slurmctld.pid").read_text())
         os.kill(pid, signal.SIGTERM)
         wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, "slurmctld to stop")
+        meanwhile()
         subprocess.run(["slurmctld", "-c", "-f", str(self.conf)], env=self.env, check=True, timeout=60)
         wait_for(lambda: self.slurm("sinfo", "-h").returncode == 0, 60, "slurmctld to answer")
 
@@ -225,7 +260,8 @@ def test_a_forged_job_registry_is_not_followed(cluster, tmp_path):
 
 
 def test_a_job_the_slurm_controller_forgot_is_lost(cluster, tmp_path):
-    """Last here: the controller's state is cleared (every job forgotten)."""
+    """A job whose processes died without a result (SIGKILL) and that Slurm then forgets (the
+    controller's state cleared: last here) is lost once the grace period has passed."""
     tag = 504
     write_suite(tmp_path, {"forgot": [hold_step(tag), SOLVE]})
     rid = "forgot__lite__reference__r1"
@@ -233,12 +269,14 @@ def test_a_job_the_slurm_controller_forgot_is_lost(cluster, tmp_path):
     try:
         wait_for(lambda: held(tmp_path).get(rid), 180, "the held cell")
         (job,) = job_dirs(tmp_path)
-        cluster.restart_controller_forgetting_jobs()
+        # (with slurmctld down, so that it never sees the job fail: it only forgets it)
+        cluster.restart_controller_forgetting_jobs(meanwhile=lambda: cluster.kill_job(job))
         out = finish(proc, 180)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, out[-3000:]
-    assert f"Slurm job {job} is lost" in out, out[-3000:]
-    assert results(tmp_path)[rid]["errored"]
-    wait_for(lambda: not sleepers(tag), 90, "the orphaned job's processes to end")
+    assert f"Slurm job {job} is lost: unknown to Slurm for 6 s, without a result" in out, out[-3000:]
+    r = results(tmp_path)[rid]
+    assert r["errored"] and r["failure_mode"] == "infra_error"
+    wait_for(lambda: not sleepers(tag), 90, "the job's processes to end")
