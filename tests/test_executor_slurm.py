@@ -211,3 +211,25 @@ def test_job_states_come_from_the_controller_then_accounting(monkeypatch):
     assert slurm.job_state("5") == "CANCELLED by 0"
     answers["scontrol"] = (1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
     assert slurm.job_state("5") is None and slurm.job_info("5") is None
+
+
+def test_a_dead_controllers_job_is_cancelled_when_its_run_is_submitted_again(tmp_path, monkeypatch):
+    """Without --amb-resume (or under another configuration) the registered job of a run submitted
+    again is scancel'ed if Slurm knows it under the run's name and it still runs; never another job."""
+    from types import SimpleNamespace
+
+    from pytest_automedbench.executors import slurm
+
+    ex = executor(tmp_path, monkeypatch)
+    spec = SimpleNamespace(run_id="r__lite__reference__r1", actor_name="r__lite__reference__r1@new", name="r")
+    ex.registry.write_text(json.dumps({"r__lite__reference__r1@old": "11", "r__lite__reference__r1@new": "12",
+                                       "other__lite__reference__r1@x": "13"}))
+    infos = {"11": {"JobName": spec.run_id, "JobState": "RUNNING"}, "12": {"JobName": "someone-else", "JobState": "RUNNING"},
+             "13": {"JobName": "other__lite__reference__r1", "JobState": "RUNNING"}}
+    cancelled, launched = [], []
+    monkeypatch.setattr(slurm, "job_info", infos.get)
+    monkeypatch.setattr(slurm.subprocess, "call", lambda cmd, **kw: cancelled.append(cmd))
+    monkeypatch.setattr(ex, "_launch", launched.append)
+    ex.submit([spec])
+    assert cancelled == [["scancel", "11"]] and launched == [spec]  # 12 is not this run's job: left alone
+    assert "r__lite__reference__r1@old" not in ex._registered() and "other__lite__reference__r1@x" in ex._registered()

@@ -113,17 +113,25 @@ class SlurmExecutor:
         return {k: v for k, v in jobs.items() if isinstance(k, str) and isinstance(v, str) and JOB_ID.fullmatch(v)}
 
     def _register(self, spec: RunSpec, job_id: str | None) -> None:
+        self._register_key(spec.actor_name, job_id)
+
+    def _register_key(self, key: str, job_id: str | None) -> None:
         jobs = self._registered()
         if job_id is None:
-            jobs.pop(spec.actor_name, None)
+            jobs.pop(key, None)
         else:
-            jobs[spec.actor_name] = job_id
+            jobs[key] = job_id
         atomic_write(self.registry, json.dumps(jobs, indent=1))
 
     def submit(self, specs: list[RunSpec]) -> None:
         known = self._registered()
         for spec in specs:
             self.specs[spec.run_id] = spec
+            for key in [k for k in known if k.startswith(f"{spec.run_id}@") and k != spec.actor_name]:
+                # the same run under another configuration, left by a dead controller: ended, forgotten
+                old = known.pop(key)
+                self._cancel_if_ours(spec, old, job_info(old))
+                self._register_key(key, None)
             job_id = known.get(spec.actor_name)
             if job_id is not None:
                 info = job_info(job_id)
@@ -133,10 +141,14 @@ class SlurmExecutor:
                 if self.settings.resume and (ours or info is None):
                     self.jobs[spec.run_id] = self.submitit.SlurmJob(folder=str(self.folder / "%j"), job_id=job_id)
                     continue
-                if ours and info.get("JobState") not in (*FAILED_STATES, "COMPLETED"):
-                    # a dead controller's job for a run submitted again: it must not write the run too
-                    subprocess.call(["scancel", job_id], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self._cancel_if_ours(spec, job_id, info)  # a dead controller's job for a run submitted again
             self._launch(spec)
+
+    @staticmethod
+    def _cancel_if_ours(spec: RunSpec, job_id: str, info: dict[str, str] | None) -> None:
+        """scancel a job left in flight for `spec`'s run: it must not write the run beside the new one."""
+        if info and info.get("JobName") == spec.run_id and info.get("JobState") not in (*FAILED_STATES, "COMPLETED"):
+            subprocess.call(["scancel", job_id], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def _launch(self, spec: RunSpec) -> None:
         from .node import run_job
