@@ -81,22 +81,16 @@ def run_job(job: dict) -> dict:
     spec_file, outcome_file = scratch / "spec.pickle", scratch / "outcome.json"
     spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=node)))
     parent = str(Path(pytest_automedbench.__file__).resolve().parent.parent)
-    env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()), AMB_NODE_SLURM="1",
+    env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()),
                PYTHONPATH=os.pathsep.join([parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
     proc = subprocess.Popen([sys.executable, "-m", "pytest_automedbench.executors.node", str(spec_file),
                              str(outcome_file)], env=env, start_new_session=True)
 
     def forward(signum, frame):
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-        except ProcessLookupError:  # the run has ended already
-            pass
+        os.killpg(proc.pid, signal.SIGINT)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    # Slurm's warning before a time limit or preemption (--signal=USR2@...): the run saves itself as
-    # interrupted, in place of submitit's handler, which would requeue the job (the run from zero)
-    signal.signal(signal.SIGUSR2, forward)
     proc.wait()
     try:
         return json.loads(outcome_file.read_text())
@@ -107,28 +101,12 @@ def run_job(job: dict) -> dict:
         safefs.remove_tree(scratch)
 
 
-def _interrupt_once(signum, frame):
-    # not SIG_IGN: a signal already pending would then raise OSError ("ignored due to race condition")
-    signal.signal(signal.SIGINT, _ignore)
-    signal.signal(signal.SIGTERM, _ignore)
-    raise KeyboardInterrupt
-
-
-def _ignore(signum, frame):
-    pass
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Ray's worker threads block or ignore SIGINT, and both survive exec: the soft cancel (SIGINT to
     # this group) must reach the runner as KeyboardInterrupt, as Ctrl-C does locally.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    if os.environ.get("AMB_NODE_SLURM") == "1":
-        # Slurm's scancel sends SIGTERM (and run_job's SIGINT) to every process of the job step, this
-        # one included: an interrupt (the run saves itself), and only one (a second would break off the saving)
-        signal.signal(signal.SIGINT, _interrupt_once)
-        signal.signal(signal.SIGTERM, _interrupt_once)
     _die_with_parent(int(os.environ.get("AMB_NODE_PARENT") or os.getppid()))
     code = run(Path(argv[0]), Path(argv[1]))
     # The outcome is on disk and the run in place: skip the interpreter's teardown of torch, the

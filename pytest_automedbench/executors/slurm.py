@@ -151,7 +151,7 @@ class SlurmExecutor:
             subprocess.call(["scancel", job_id], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def _launch(self, spec: RunSpec) -> None:
-        from .node import run_job
+        from .slurm_job import run_job
 
         job = {"spec": spec, "session": self.session, "runs_dir": str(Path(self.settings.runs_dir).resolve())}
         try:
