@@ -56,7 +56,8 @@ def test_a_run_as_a_slurm_job(tmp_path):
     for line in ("#SBATCH --gres=gpu:h100:1", "#SBATCH --time=90", "#SBATCH --partition=gpu", "#SBATCH --mem=2048M",
                  "#SBATCH --job-name=tiny-s__lite__reference__r1"):
         assert line in script, script
-    assert json.loads((tmp_path / "jobs" / "amb-jobs.json").read_text()) == {}  # collected: forgotten
+    (registry,) = (tmp_path / "jobs").glob("amb-jobs-amb-*.json")  # one per runs dir
+    assert json.loads(registry.read_text()) == {}  # collected: forgotten
 
 
 def test_a_resumed_controller_reattaches_by_job_id_and_lost_jobs_are_infra_errors(tmp_path):
@@ -115,3 +116,120 @@ def test_the_job_folder_must_be_shared(tmp_path, monkeypatch):
         SlurmExecutor(RunSettings(), options)
     with pytest.raises(ExecutorError, match="needs --amb-slurm-folder"):
         SlurmExecutor(RunSettings(), dict(options, slurm_folder=None))
+
+
+def executor(tmp_path, monkeypatch, **settings):
+    from pytest_automedbench.executors.slurm import SlurmExecutor
+    from pytest_automedbench.settings import RunSettings
+
+    monkeypatch.setenv("AMB_SLURM_SINGLE_MACHINE", "1")
+    options = {"slurm_folder": str(tmp_path / "jobs"), "infra_retries": 1, "slurm_lost_after": 300}
+    return SlurmExecutor(RunSettings(runs_dir=tmp_path / "runs", **settings), options)
+
+
+class FakeJob:
+    job_id = "7"
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def result(self):
+        return self.outcome
+
+
+def fake_spec():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name="t[lite]", run_id="t__lite__reference__r1", config_hash="abc")
+
+
+def test_a_job_result_counts_only_for_its_own_run_and_an_outside_interrupt_is_lost(tmp_path, monkeypatch):
+    """The job folder's pickles and the registry are what a forged or stale job id could swap: a
+    result naming another run or configuration is refused, never reported as this run's."""
+    from pytest_automedbench.executors import ExecutorError, InfraError
+
+    ex, spec = executor(tmp_path, monkeypatch), fake_spec()
+    mine = {"run_id": spec.run_id, "config_hash": "abc", "task_score": 0.5}
+    assert ex._outcome(spec, FakeJob({"result": mine})) == {"result": mine}
+    for other in ({"run_id": "other__lite__reference__r1", "config_hash": "abc"}, {"run_id": spec.run_id, "config_hash": "z"},
+                  "not a dict"):
+        with pytest.raises(ExecutorError, match="another run or configuration"):
+            ex._outcome(spec, FakeJob({"result": other}))
+    with pytest.raises(ExecutorError, match="another run"):  # an errored record of another run, too
+        ex._outcome(spec, FakeJob({"error": "x", "kind": "error", "saved": {"run_id": "other"}, "saved_path": "/x"}))
+    interrupted = {"error": "KeyboardInterrupt", "kind": "interrupted", "saved": mine, "saved_path": str(tmp_path)}
+    with pytest.raises(InfraError, match="interrupted from outside the controller") as lost:
+        ex._outcome(spec, FakeJob(interrupted))
+    assert lost.value.saved[0] is mine  # the run's own record of itself is kept
+    ex.cancelled.add(spec.run_id)  # this controller's own scancel (Ctrl-C): not lost
+    assert ex._outcome(spec, FakeJob(interrupted))["kind"] == "interrupted"
+
+
+def test_the_job_registry_keeps_only_job_ids(tmp_path, monkeypatch):
+    ex = executor(tmp_path, monkeypatch)
+    ex.registry.write_text(json.dumps({"a@1": "123", "b@1": "../../etc", "c@1": 5, "d@1": "12; rm -rf /"}))
+    assert ex._registered() == {"a@1": "123"}
+    ex.registry.write_text("[1, 2]")
+    assert ex._registered() == {}
+
+
+def test_the_job_folder_must_be_closed_to_others(tmp_path, monkeypatch):
+    """The controller unpickles what a job leaves in the folder: another user's folder, or one others
+    may write, is refused (they could plant a pickle that runs as this user)."""
+    from pytest_automedbench.executors import ExecutorError
+
+    (tmp_path / "jobs").mkdir(mode=0o775)
+    os.chmod(tmp_path / "jobs", 0o775)
+    with pytest.raises(ExecutorError, match="writable by its group or others"):
+        executor(tmp_path, monkeypatch)
+    os.chmod(tmp_path / "jobs", 0o700)
+    if os.geteuid() == 0:
+        os.chown(tmp_path / "jobs", 65534, 65534)
+        with pytest.raises(ExecutorError, match="owned by uid 65534"):
+            executor(tmp_path, monkeypatch)
+
+
+def test_job_states_come_from_the_controller_then_accounting(monkeypatch):
+    """scontrol first; a job it does not know is asked of sacct (which, without slurmdbd, says
+    accounting is disabled: UNKNOWN, so the lost grace period runs); a controller that does not answer
+    teaches nothing (None: no job counts as lost while slurmctld is down)."""
+    from pytest_automedbench.executors import slurm
+
+    answers = {}
+
+    def fake_run(cmd):
+        rc, out, err = answers[cmd[0]]
+        return subprocess.CompletedProcess(cmd, rc, out, err)
+
+    monkeypatch.setattr(slurm, "_run", fake_run)
+    answers["scontrol"] = (0, "JobId=5 JobName=r@x UserId=root(0) JobState=RUNNING Reason=None\n", "")
+    assert slurm.job_state("5") == "RUNNING" and slurm.job_info("5")["JobName"] == "r@x"
+    answers["scontrol"] = (1, "", "slurm_load_jobs error: Invalid job id specified\n")
+    answers["sacct"] = (1, "", "Slurm accounting storage is disabled\n")
+    assert slurm.job_state("5") == "UNKNOWN"
+    answers["sacct"] = (0, "5|CANCELLED by 0\n", "")
+    assert slurm.job_state("5") == "CANCELLED by 0"
+    answers["scontrol"] = (1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
+    assert slurm.job_state("5") is None and slurm.job_info("5") is None
+
+
+def test_a_dead_controllers_job_is_cancelled_when_its_run_is_submitted_again(tmp_path, monkeypatch):
+    """Without --amb-resume (or under another configuration) the registered job of a run submitted
+    again is scancel'ed if Slurm knows it under the run's name and it still runs; never another job."""
+    from types import SimpleNamespace
+
+    from pytest_automedbench.executors import slurm
+
+    ex = executor(tmp_path, monkeypatch)
+    spec = SimpleNamespace(run_id="r__lite__reference__r1", actor_name="r__lite__reference__r1@new", name="r")
+    ex.registry.write_text(json.dumps({"r__lite__reference__r1@old": "11", "r__lite__reference__r1@new": "12",
+                                       "other__lite__reference__r1@x": "13"}))
+    infos = {"11": {"JobName": spec.run_id, "JobState": "RUNNING"}, "12": {"JobName": "someone-else", "JobState": "RUNNING"},
+             "13": {"JobName": "other__lite__reference__r1", "JobState": "RUNNING"}}
+    cancelled, launched = [], []
+    monkeypatch.setattr(slurm, "job_info", infos.get)
+    monkeypatch.setattr(slurm.subprocess, "call", lambda cmd, **kw: cancelled.append(cmd))
+    monkeypatch.setattr(ex, "_launch", launched.append)
+    ex.submit([spec])
+    assert cancelled == [["scancel", "11"]] and launched == [spec]  # 12 is not this run's job: left alone
+    assert "r__lite__reference__r1@old" not in ex._registered() and "other__lite__reference__r1@x" in ex._registered()
