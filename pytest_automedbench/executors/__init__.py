@@ -39,7 +39,7 @@ EXECUTOR_OPTIONS = [
     ("slurm-gres", "amb_slurm_gres", None, str, "Slurm gres (default gpu[:KIND]:N from the run's resources)"),
     ("slurm-time", "amb_slurm_time", "1440", int, "Slurm time limit per job, minutes"),
     ("slurm-lost-after", "amb_slurm_lost_after", "300", float,
-     "seconds a job may be unknown to sacct, without a result, before it counts as lost"),
+     "seconds a job may be unknown to Slurm (scontrol and sacct), without a result, before it counts as lost"),
 ]
 
 EXECUTOR_KEY = StashKey[Any]()

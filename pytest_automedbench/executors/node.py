@@ -22,8 +22,6 @@ import threading
 import time
 from pathlib import Path
 
-from .. import safefs
-
 
 def _die_with_parent(parent: int) -> None:
     def watch():
@@ -62,43 +60,6 @@ def run(spec_file: Path, outcome_file: Path) -> int:
                    "saved": saved[0] if saved else None, "saved_path": str(saved[1]) if saved else None}
     atomic_write(outcome_file, json.dumps(outcome, default=str))
     return 0
-
-
-def run_job(job: dict) -> dict:
-    """A batch job's body (Slurm through submitit): the run in a process group of its own, its outcome
-    returned. SIGTERM / SIGINT (scancel) reach the run as an interrupt; the group goes with the job."""
-    import socket
-    import subprocess
-    import tempfile
-
-    import pytest_automedbench
-
-    gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-    scratch = Path(tempfile.mkdtemp(prefix="amb-job-"))
-    node = {"executor": "slurm", "node_id": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
-            "host": socket.gethostname(), "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": gpus,
-            "attempt": job["spec"].attempt}
-    spec_file, outcome_file = scratch / "spec.pickle", scratch / "outcome.json"
-    spec_file.write_bytes(pickle.dumps(dict(job, gpus=gpus, node=node)))
-    parent = str(Path(pytest_automedbench.__file__).resolve().parent.parent)
-    env = dict(os.environ, AMB_NODE_PARENT=str(os.getpid()),
-               PYTHONPATH=os.pathsep.join([parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_automedbench.executors.node", str(spec_file),
-                             str(outcome_file)], env=env, start_new_session=True)
-
-    def forward(signum, frame):
-        os.killpg(proc.pid, signal.SIGINT)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    proc.wait()
-    try:
-        return json.loads(outcome_file.read_text())
-    except (OSError, ValueError):
-        return {"error": f"the run's process on {node['host']} ended (exit {proc.returncode}) without an outcome",
-                "kind": "error", "saved": None}
-    finally:
-        safefs.remove_tree(scratch)
 
 
 def main(argv: list[str] | None = None) -> int:
