@@ -43,10 +43,7 @@ no .pth file the agent wrote runs first), the HMAC is a _hashlib C object reacha
 the tracer's default arguments (an audited read), and nothing the tracer calls can be patched.
 What remains is reading process memory itself (ctypes over raw addresses), which the guard's
 tripwires and the judge's static check of the cell's text (`TAMPER_WORDS`) only partly cover.
-Bash cells: `set -x` with
-BASH_XTRACEFD on a harness-held pipe (`XTRACE_PS4` numbers each command by its line); a bash cell
-can write to that fd, so its records are unsealed facts, and a cell that names the fd or turns
-xtrace off is `tampered`.
+Bash cells have their own channel (sandbox/xtrace.py).
 """
 from __future__ import annotations
 
@@ -64,10 +61,6 @@ RECORD_CAP = 8 << 20  # bytes of records kept per cell; a cell flooding the pipe
 FACTS_CAP = 20000  # lines / arcs kept in the stored facts (a cell is far smaller)
 OPEN_CAP = 512  # distinct files (root, path, r|w) a cell's record of opened files keeps
 ENV_FD, ENV_KEY, ENV_CELL = "AMB_TRACE_FD", "AMB_TRACE_KEYFD", "AMB_TRACE_CELL"
-XTRACE_PS4 = "+AMBX${LINENO} "
-# The bash cell's first line (bash ignores PS4 from the environment when run as root), so the
-# cell's line n is LINENO n + 1.
-XTRACE_PREFIX = f"PS4='{XTRACE_PS4}'; set -x\n"
 # Words in a cell's text that reach for the tracer or its channel: the cell's trace earns nothing.
 TAMPER_WORDS = re.compile(r"\b(?:settrace|setprofile|gettrace|getprofile|f_trace(?:_lines|_opcodes)?|__closure__"
                           r"|cell_contents|get_referents|get_referrers|get_objects|BASH_XTRACEFD|AMB_TRACE_\w+"
@@ -377,8 +370,6 @@ class TraceChannel:
 
     def env(self, fds: list[int]) -> dict[str, str]:
         """Variables that switch the tracer on, with `fds` the numbers `self.fds` have in the cell."""
-        if self.language == "bash":
-            return {"BASH_XTRACEFD": str(fds[0])}
         fd, key_fd = fds
         # PYTHONNOUSERSITE: .pth files in the user's site-packages (the workspace's ~/.local, the agent's
         # to write) would run before the tracer and could take its key; the tracer puts that folder back
@@ -414,8 +405,6 @@ class TraceChannel:
             os.close(self.read_fd)
         except OSError:
             pass
-        if self.language == "bash":
-            return xtrace_facts(bytes(self._data), self._over, code)
         return verify(bytes(self._data), self.key, killed, self._over, code)
 
     def close(self) -> None:
@@ -474,17 +463,3 @@ def verify(data: bytes, key: str, killed: bool, overflow: bool, code: str = "") 
             "calls": sorted(map(list, {tuple(c) for c in calls if isinstance(c, list) and len(c) == 3}))[:FACTS_CAP],
             "opens": sorted(map(list, {tuple(o) for o in opens if isinstance(o, list) and len(o) == 3
                                        and all(isinstance(x, str) for x in o)}))[:OPEN_CAP]}
-
-
-_XTRACE = re.compile(rb"^\++AMBX(\d+) ", re.M)
-
-
-def xtrace_facts(data: bytes, overflow: bool, code: str = "") -> dict[str, Any]:
-    """The lines of a bash cell whose commands ran (first-level xtrace records, line 1 is `set -x`)."""
-    if overflow:
-        return _tampered(f"more than {RECORD_CAP >> 20} MB of xtrace output")
-    word = TAMPER_WORDS.search(code)
-    if word:
-        return _tampered(f"the cell's code reaches for its xtrace ({word.group(0)!r})")
-    lines = sorted({int(m.group(1)) - 1 for m in _XTRACE.finditer(data) if int(m.group(1)) > 1})
-    return {"status": "complete", "lines": lines[:FACTS_CAP]}
