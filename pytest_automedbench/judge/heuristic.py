@@ -401,7 +401,7 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
     pilot_check, replayed = None, ""
     if pilot is not None:
         pilot_check = first(cells, lambda c: pilot.index <= c.index and (full is None or c.index < full.index)
-                            and (checked(c, "range_checks") or checked(c, "shape_checks")))
+                            and checked(c, "range_checks"))
     if pilot_check is not None:
         credited, replayed = pilot_replayed(pilot, pilot_check)
         if not credited:
@@ -411,8 +411,7 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
     shape_cell = first(cells, lambda c: checked(c, "shape_checks") and not denied_pilot(c, pilot, replayed))
     v.item("single_case_pilot", pilot is not None, why + (" before the full run" if pilot and full else ""))
     v.item("pilot_quality_check", pilot_check is not None,
-           pilot_check.cite((pilot_check.facts.range_checks or pilot_check.facts.shape_checks)[0]) + replayed
-           if pilot_check
+           pilot_check.cite(pilot_check.facts.range_checks[0]) + replayed if pilot_check
            else replayed or "no check of the pilot's result that could stop the run")
     v.item("range_check", range_cell is not None, range_cell.cite(range_cell.facts.range_checks[0]) if range_cell
            else "no cell that ran checked the values of results or outputs where a failure would stop the run")
