@@ -14,6 +14,7 @@ both, else the replay shows nothing and the check is not credited. Then once per
              traceback (sys.exit(1), raise SystemExit(msg)), or a line starting with FAIL
     crashed  it failed some other way (the method itself broke on the bad input: not the check)
     passed   it ran clean
+    (a replay that times out is the harness's budget running out: recorded, never held against the run)
 
 The check is credited when some class was caught. The verdict goes on the pilot's trace event
 (`replay["pilot"]`) so `automedbench rescore` re-judges without replaying; its seconds are harness time.
@@ -37,7 +38,7 @@ from .history import History
 MUTATIONS = ("zeros", "nan", "constant", "labels", "missing", "shape", "noise", "invert")
 MAX_CELLS = 3  # the pilot and the cells after it replayed together
 MAX_BROKEN = 32  # case files broken per data folder (the first ones, and any the pilot names)
-BUDGET_S = 90.0
+BUDGET_S = 120.0
 CELL_TIMEOUT_S = 60.0
 MAX_COPY_BYTES = 512 << 20
 FAIL_LINE = re.compile(r"^\s*FAIL(ED)?\b", re.M)
@@ -315,7 +316,7 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
                 for c in chosen:
                     timeout = max(1.0, min(CELL_TIMEOUT_S, budget_s - (time.monotonic() - t0)))
                     r = sandbox.exec(c.event.code or "", c.event.language or "python", timeout=timeout)
-                    result = outcome(r, c.event.code or "")
+                    result = "timed_out" if r.timed_out else outcome(r, c.event.code or "")
                     if result != "passed":
                         return result, f"cell {c.index}: " + _last_line(r)
             return "passed", ""
@@ -324,6 +325,8 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
 
     for _ in range(2):
         first, why = run(None) or ("crashed", "")
+        if first == "timed_out":  # the harness's time ran out (its budget, a loaded machine): not the agent's
+            return {"not_replayed": f"the replay on the real data ran out of time ({why[:120]})"}
         if first != "passed":
             return {"not_replayed": f"it does not pass when replayed on the real data ({why[:200]}): its check "
                                     "cannot be shown to fail on a broken case", "inconclusive": True}
@@ -337,6 +340,9 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
         if got is None:
             out["not_applicable"].append(kind)
             continue
+        if got[0] == "timed_out":
+            out["stopped"] = f"timed out on {kind}: the pilot replay budget is spent"
+            break
         out[got[0]].append(kind)
         if got[1]:
             out["how"][kind] = got[1][:200]
