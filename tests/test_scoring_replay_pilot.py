@@ -149,6 +149,12 @@ def test_outcomes_tell_a_check_from_a_crash():
     assert outcome(res(1, tb.format(n=1, last="AssertionError")), cell) == "caught"
     lib = tb.format(n=4, last="") + '  File "/usr/lib/x.py", line 9, in f\n    return a @ b\nValueError: shapes\n'
     assert outcome(res(1, lib), cell) == "crashed"
+    raised = tb.format(n=4, last="") + ('  File "/usr/lib/python3.11/site-packages/skimage/f.py", line 9, in f\n'
+                                        '    raise ValueError("only 1 value")\nValueError: only 1 value\n')
+    assert outcome(res(1, raised), cell) == "crashed"  # a library's raise is the method breaking
+    helper = tb.format(n=4, last="") + ('  File "/workspace/seg_infer.py", line 9, in check\n'
+                                        '    raise ValueError("labels")\nValueError: labels\n')
+    assert outcome(res(1, helper), cell) == "caught"  # the agent's own helper module raising is its check
     assert outcome(res(137), cell) == "crashed"
 
 

@@ -378,7 +378,7 @@ def pilot_replayed(pilot: Cell, check: Cell) -> tuple[bool, str]:
         return True, f" (replayed on broken cases: stopped on {', '.join(r['caught'])})"
     if r.get("inconclusive"):
         return False, f"the pilot replay says nothing: {r.get('not_replayed')}"
-    if "caught" in r:
+    if "caught" in r and (r.get("crashed") or r.get("passed")):
         how = (f"crashed on {', '.join(r['crashed'])}" if r.get("crashed") else "") + \
             ("; " if r.get("crashed") and r.get("passed") else "") + \
             (f"passed on {', '.join(r['passed'])}" if r.get("passed") else "")
@@ -431,7 +431,7 @@ def denied_pilot(c: Cell, pilot: Cell | None, replayed: str) -> bool:
     r = (pilot.event.replay or {}).get("pilot") if pilot is not None and isinstance(pilot.event.replay, dict) \
         else None
     return isinstance(r, dict) and c.index in (r.get("cells") or []) and not r.get("caught") and (
-        bool(r.get("inconclusive")) or ("caught" in r and not r.get("crashed")))
+        bool(r.get("inconclusive")) or ("caught" in r and r.get("passed") and not r.get("crashed")))
 
 
 # Tracks whose outputs are images or volumes: two byte-identical outputs for different inputs are a copy.

@@ -257,7 +257,9 @@ def outcome(result, code: str) -> str:
     if inner.group(1).startswith("<"):  # the cell itself, run from stdin (no source shown): read its line
         lines, n = code.splitlines(), int(inner.group(2))
         source = lines[n - 1].strip() if 0 < n <= len(lines) else ""
-    else:  # a file: Python prints the line under its frame
+    elif re.search(r"(site|dist)-packages|/lib/python\d", inner.group(1)):
+        return "crashed"  # a library raised (skimage on a blank image): the method broke, not the agent's check
+    else:  # the agent's own file (a helper module it wrote): Python prints the line under its frame
         following = tail[inner.end():].splitlines()[1:2]
         source = following[0].strip() if following else ""
     return "caught" if re.match(r"(raise|assert)\b", source) else "crashed"
