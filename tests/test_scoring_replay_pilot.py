@@ -73,12 +73,14 @@ def test_a_pilot_check_that_fails_on_every_replay_is_not_credited(tiny):
 
 
 def test_a_pilot_on_its_own_copy_of_the_case_is_reached(tiny):
-    """The pilot reads a byte copy it made in the workspace: the copy is broken with the public case."""
+    """The pilot reads a byte copy it made in the workspace: it is credited only where the replay (which breaks
+    byte copies with the public case) saw its check stop the run."""
     copy = pilot("shutil.copy(os.path.join(d, first), os.path.join(ws, 'mine.nii.gz'))\nprint('copied')\n")
     own = REAL.replace("os.path.join(d, first)", "os.path.join(ws, 'mine.nii.gz')")
     result, trace = run(tiny, [PLAN, ENV, copy, pilot(own), FULL, SUBMIT], "pilot-copy")
-    verdict = trace[3]["replay"]["pilot"]
-    assert verdict["caught"], verdict
+    verdict = (trace[3].get("replay") or {}).get("pilot")
+    met = result["stage_evidence"]["S3"]["pilot_quality_check"]["met"]
+    assert not met or (verdict and verdict["caught"]), (verdict, result["stage_evidence"]["S3"])  # never credit unshown
 
 
 def test_a_pilot_that_detects_the_replay_is_not_credited(tiny):
