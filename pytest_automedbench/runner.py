@@ -132,7 +132,8 @@ def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: T
     return rexmle.result_section(task, track, outputs, data, record)
 
 
-def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, settings, inference_only: bool):
+def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, settings, inference_only: bool,
+                  n_cases: int = 0):
     """Replay the run's check cells on broken copies of its outputs (judge/replay.py), each in a fresh
     sandbox from the run's own factory and guard; the verdicts land in the trace. Never raises."""
     if not settings.replay_cells:
@@ -148,7 +149,7 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
 
     try:
         return replay.replay_run(record, workspace, make, max_cells=settings.replay_cells,
-                                 public=config.public_dir)
+                                 public=config.public_dir, n_cases=n_cases)
     except Exception as e:  # noqa: BLE001 - a replay fault never costs a finished run
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 
@@ -266,7 +267,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         if error is None or isinstance(error, Exception):  # an interrupted run is saved, not scored
             _outputs_folder(workspace)
             disqualify_escaping_links(record, workspace)
-            replayed = replay_checks(record, workspace, config, settings, spec.policy.inference_only)
+            replayed = replay_checks(record, workspace, config, settings, spec.policy.inference_only,
+                                     getattr(spec.cases, "count", 0) or 0)
             scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook)
             if replayed is not None:
                 scores["judge"]["replay"] = replayed

@@ -31,13 +31,14 @@ COMPAT = ("import os, nibabel as nib\nd = os.environ['AMB_PUBLIC_DIR'] + '/image
           "img = nib.load(os.path.join(d, sorted(os.listdir(d))[0]))\n"
           "print(img.shape, img.header.get_zooms(), img.get_data_dtype())")
 PILOT = (LOAD + "x = nib.load(os.path.join(d, cases[0])).get_fdata()\npred = net(x).argmax(1)\n"
-         "print(np.unique(pred), pred.shape)")
+         "print(np.unique(pred), pred.shape)\nassert set(np.unique(pred).tolist()) <= {0, 1, 2}")
 FULL = (LOAD + "out = os.environ['AMB_OUTPUT_DIR']\nfor c in cases:\n"
         "    pred = net(nib.load(os.path.join(d, c)).get_fdata()).argmax(1)\n"
         "    nib.save(nib.Nifti1Image(pred, None), os.path.join(out, c))")
-CHECK = "import os\nfiles = os.listdir(os.environ['AMB_OUTPUT_DIR'])\nprint(len(files), 'outputs')"
+CHECK = "import os\nfiles = os.listdir(os.environ['AMB_OUTPUT_DIR'])\nprint(len(files), 'outputs')\nassert len(files) == 3"
 RANGE_CHECK = ("import os, numpy as np, nibabel as nib\nout = os.environ['AMB_OUTPUT_DIR']\n"
-               "print(np.unique(nib.load(os.path.join(out, sorted(os.listdir(out))[0])).get_fdata()), 'labels')")
+               "labels = np.unique(nib.load(os.path.join(out, sorted(os.listdir(out))[0])).get_fdata())\n"
+               "print(labels, 'labels')\nassert set(labels.tolist()) <= {0, 1, 2}")
 PRINTS = {ENV: "2.1.0 1.3.0\n", WEIGHTS: "weights loaded on cpu\n", COMPAT: "(8, 8, 8) (1.0, 1.0, 1.0) uint8\n",
           PILOT: "[0 1 2] (8, 8, 8)\n", CHECK: "3 outputs\n", RANGE_CHECK: "[0. 1. 2.] labels\n"}
 

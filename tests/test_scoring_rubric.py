@@ -107,8 +107,10 @@ def test_five_env_failures_are_still_allowed(tmp_path):
 
 
 NO_PILOT = [c for c in good_cells() if c["code"] != PILOT]
-SHAPE_PILOT = LOAD + "x = nib.load(os.path.join(d, cases[0])).get_fdata()\npred = net(x)\nprint(pred.shape)"
-SHAPE_ONLY = LOAD + "x = nib.load(os.path.join(d, cases[1])).get_fdata()\npred = net(x)\nprint(pred.shape)"
+SHAPE_PILOT = LOAD + "x = nib.load(os.path.join(d, cases[0])).get_fdata()\npred = net(x)\nprint(pred.shape)\n" \
+    "assert pred.ndim == 5"
+SHAPE_ONLY = LOAD + "x = nib.load(os.path.join(d, cases[1])).get_fdata()\npred = net(x)\nprint(pred.shape)\n" \
+    "assert pred.ndim == 5"
 
 
 @pytest.mark.parametrize("cells, level", [
@@ -120,8 +122,8 @@ SHAPE_ONLY = LOAD + "x = nib.load(os.path.join(d, cases[1])).get_fdata()\npred =
     (replace(good_cells(), PILOT, SHAPE_PILOT, "(8, 8, 8)\n"), 0.2),
     # a shape-checked prediction is shape-only validation even when nothing is checked later
     (replace([c for c in good_cells() if c["code"] != CHECK], PILOT, SHAPE_ONLY, "(8, 8, 8)\n"), 0.2),
-    # the same pilot that printed nothing showed nothing
-    ([c for c in replace(good_cells(), PILOT, PILOT, "") if c["code"] != CHECK], 0.0),
+    # the same pilot printing nothing: its assert ran and passed, which is the check (printing never was)
+    ([c for c in replace(good_cells(), PILOT, PILOT, "") if c["code"] != CHECK], 1.0),
 ])
 def test_s3_ladder(tmp_path, cells, level):
     v, _ = verdicts(tmp_path, cells)

@@ -11,6 +11,14 @@ it, and a *result* when a method (any call that is not plumbing, a reader, a wri
 was applied to data. Checks count on results and outputs, never on constants; a call inside a
 function counts only when the function is called; code after `if False:` or inside a `try` whose
 failure is swallowed (`except: pass`) proves nothing.
+
+A check is what can stop or flag the run, never what merely shows a value: a comparison, a shape or a
+range call on results or outputs makes a *pending* check (a tag `chk:<kind>:<line>` that travels with
+the value, through names, containers, `problems.append(...)` under an `if`, a function's return), and
+it counts (`range_checks` / `shape_checks`) only where it decides an `assert`, an `if` whose branch
+raises, exits or prints a FAIL line, a `sys.exit(...)` argument or a printed `"PASS" if ok else "FAIL"`.
+`print(np.unique(seg))` is looking (`inspected`). Checks that cannot fail are no checks: `x is not None`,
+`... or True`, `len(x) >= 0` (sizes, counts, ndim compared with a bound they always meet).
 """
 from __future__ import annotations
 
@@ -31,6 +39,96 @@ IN, OUTP, OUT, RES, MODEL, ONE, LIST, OPTIM, HANDLE = (
 PROP = "prop:"  # + a compatibility property of the input (shape, spacing, ...) the value carries
 DATA = frozenset({IN, OUT, RES})
 LOOKED_AT = frozenset({OUT, RES})  # what a check must look at to be validation
+CHK = "chk:"  # + "range:<line>" / "shape:<line>": a pending check carried by a value (see the module doc)
+FAIL_FLAG = "flag:fail"  # a value that prints as a FAIL line when its test is false ("PASS" if ok else "FAIL")
+FAIL_WORD = re.compile(r"^\s*FAIL(ED)?\b")  # what the replay reads as an explicit FAIL line
+EXIT_CALLS = ("sys.exit", "exit", "quit", "os._exit", "os.abort")
+MUTATORS = frozenset("append extend add update insert appendleft setdefault".split())
+SIZES = frozenset("len count_nonzero count nunique".split())  # a size or count: never below 0
+
+
+def pend(kind: str, line: int) -> str:
+    return f"{CHK}{kind}:{line}"
+
+
+def pending(tags: set[str]) -> set[str]:
+    return {t for t in tags if t.startswith(CHK)}
+
+
+def _fail_text(node: ast.AST) -> bool:
+    """A string expression that starts with FAIL ("FAIL", f"FAIL {name}", "FAILED: " + why)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return bool(FAIL_WORD.match(node.value))
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _fail_text(node.values[0])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return _fail_text(node.left)
+    return False
+
+
+def _size(node: ast.AST) -> bool:
+    """len(x), x.size, x.ndim, np.count_nonzero(x), x.count(..): a number that is never negative."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("size", "ndim")
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        return name in SIZES
+    if isinstance(node, ast.Subscript):  # x.shape[0]
+        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+    return False
+
+
+def _always_true(node: ast.Compare) -> bool:
+    """`len(x) >= 0`, `x.ndim > -1`, `0 <= x.size`: a size against a bound it always meets."""
+    if len(node.ops) != 1:
+        return False
+    left, op, right = node.left, node.ops[0], node.comparators[0]
+    if isinstance(op, (ast.Lt, ast.LtE)):  # 0 <= len(x) is len(x) >= 0
+        left, right, op = right, left, ast.GtE() if isinstance(op, ast.LtE) else ast.Gt()
+    if not isinstance(op, (ast.GtE, ast.Gt)) or not _size(left):
+        return False
+    known, value = _constant_value(right)
+    return known and isinstance(value, (int, float)) and (value < 0 or (value == 0 and isinstance(op, ast.GtE)))
+
+
+def _stops(stmts: list[ast.stmt]) -> bool:
+    """A branch that stops or flags the run: raise, sys.exit(non-zero), assert False, print("FAIL ...")."""
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Raise):
+                return True
+            if isinstance(n, ast.Assert) and _falsy(n.test) is True:
+                return True
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if name == "abort":
+                    return True
+                if name in ("exit", "quit", "_exit") and n.args:  # sys.exit(0) / exit(None) is success
+                    known, value = _constant_value(n.args[0])
+                    if not known or value:
+                        return True
+                if name in ("print", "error", "critical") and n.args and _fail_text(n.args[0]):
+                    return True
+    return False
+
+
+def _mutated(stmts: list[ast.stmt]) -> set[str]:
+    """Names a branch records something in: problems.append(..), bad += 1, flags[k] = .., ok = False."""
+    out = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MUTATORS \
+                    and isinstance(n.func.value, ast.Name):
+                out.add(n.func.value.id)
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                    out.add(t.value.id)
+                elif isinstance(t, ast.Name):
+                    out.add(t.id)
+    return out
 
 
 @dataclass
@@ -203,11 +301,16 @@ class _Python:
         self.quiet = 0
         self.deferred: dict[str, ast.Lambda | ast.GeneratorExp] = {}  # name -> a lambda / generator not yet run
         self.checks_returncode = False
+        self.branches: dict[tuple[int, int], tuple[bool, set[str]]] = {}
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError):
             self.facts.parsed = False
             return
+        # What each `if` does when its test fails, read before pruning: the branch that stops the run is the
+        # one that never runs when the check passes (executed.py would remove it).
+        self.branches = {(n.lineno, n.col_offset): (_stops(n.body) or _stops(n.orelse), _mutated(n.body) |
+                                                    _mutated(n.orelse)) for n in ast.walk(tree) if isinstance(n, ast.If)}
         if ran is not None:
             tree = prune(tree, ran)
         for node in ast.walk(tree):
@@ -225,6 +328,14 @@ class _Python:
     def note(self, kind: str, line: int) -> None:
         if not self.quiet:
             getattr(self.facts, kind).append(line)
+
+    def commit(self, tags: set[str]) -> None:
+        """The pending checks a stop decides (an assert, an `if` that raises ...) become checks."""
+        for t in sorted(pending(tags)):
+            _, kind, line = t.split(":")
+            found = getattr(self.facts, f"{kind}_checks")
+            if not self.quiet and int(line) not in found:
+                found.append(int(line))
 
     # -- statements ------------------------------------------------------------------------
     def block(self, stmts: Iterable[ast.stmt]) -> None:
@@ -283,16 +394,23 @@ class _Python:
             self.block(s.orelse)
         elif isinstance(s, ast.If):
             constant = _falsy(s.test)
+            t: set[str] = set()
             if constant is None:
                 t = self.expr(s.test, check=True)
                 if any(isinstance(x, ast.Raise) for x in ast.walk(s)):
                     if t & LOOKED_AT:
                         self.note("inspected", s.lineno)
                     self.shown(t, s.lineno)
+                stops, _ = self.branches.get((s.lineno, s.col_offset), (False, set()))
+                if stops:
+                    self.commit(t)
             if constant is not True:
                 self.block(s.body)
             if constant is not False:
                 self.block(s.orelse)
+            if pending(t):  # problems.append(...) under the test: the list now carries its checks
+                for name in self.branches.get((s.lineno, s.col_offset), (False, set()))[1]:
+                    self.tags[name] = self.tags.get(name, set()) | pending(t)
         elif isinstance(s, (ast.With, ast.AsyncWith)):
             for item in s.items:
                 t = self.expr(item.context_expr)
@@ -315,6 +433,7 @@ class _Python:
             if t & LOOKED_AT:
                 self.note("inspected", s.lineno)
             self.shown(t, s.lineno)
+            self.commit(t)
         elif isinstance(s, ast.Return):
             if s.value is not None and self.returns:
                 self.returns[-1] |= self.expr(s.value)
@@ -400,7 +519,7 @@ class _Python:
                 t |= self.expr(v, check)
                 known, value = _constant_value(v)
                 if known and bool(value) == isinstance(node.op, ast.Or):
-                    break
+                    return t - pending(t)  # `x or True`: the whole test is a constant, no check
             return t
         if isinstance(node, ast.Constant):
             return _constant_tags(node.value) if isinstance(node.value, str) and len(node.value) < 300 else set()
@@ -410,8 +529,8 @@ class _Python:
             t = self.expr(node.value, check)
             if node.attr in V.COMPAT_PROPS and IN in t and not t & LOOKED_AT:
                 t = t | {PROP + V.COMPAT_PROPS[node.attr]}  # a property of the input: counts once shown
-            if check and node.attr in V.SHAPE_ATTRS and t & LOOKED_AT:
-                self.note("shape_checks", node.lineno)
+            if node.attr in V.SHAPE_ATTRS and t & LOOKED_AT:
+                t = t | {pend("shape", node.lineno)}
             return t - {ONE} if node.attr in V.SHAPE_ATTRS else t
         if isinstance(node, ast.Subscript):
             t = self.expr(node.value, check) | self.expr(node.slice, check)
@@ -424,13 +543,15 @@ class _Python:
             for c in node.comparators:
                 t |= self.expr(c, check)
             identity = all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)  # `x is not None` cannot fail
-            if check and t & LOOKED_AT and not identity:
+            if identity or _always_true(node):  # len(x) >= 0: no check, whatever its operands carried
+                return t - pending(t)
+            if t & LOOKED_AT:
                 shape = LIST in t or any(
                     (isinstance(n, ast.Attribute) and n.attr in V.SHAPE_ATTRS)
                     or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len")
                     for n in ast.walk(node))
-                self.note("shape_checks" if shape else "range_checks", node.lineno)
-            elif not check and t & DATA and isinstance(node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE)):
+                t = t | {pend("shape" if shape else "range", node.lineno)}
+            if not check and t & DATA and isinstance(node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE)):
                 self.note("methods", node.lineno)  # a threshold applied to data is a method
                 if ONE in t:
                     self.note("methods_one", node.lineno)
@@ -445,14 +566,15 @@ class _Python:
                     tested |= self.expr(cond, check=True)
             # Items picked by a test on outputs ([s for s in cases if not isfile(out / s)]) are about
             # the outputs: printing or asserting on them inspects the outputs.
-            picked = tested & LOOKED_AT
+            picked = (tested & LOOKED_AT) | pending(tested)
             if isinstance(node, ast.DictComp):
                 return self.expr(node.key, check) | self.expr(node.value, check) | picked
             return self.expr(node.elt, check) | picked
         if isinstance(node, ast.Lambda):
             return self.expr(node.body, check)
         if isinstance(node, ast.IfExp):  # a value chosen by a test on data ("yes" if x.mean() > t) is a decision
-            return self.expr(node.test, check) | self.expr(node.body, check) | self.expr(node.orelse, check)
+            t = self.expr(node.test, check) | self.expr(node.body, check) | self.expr(node.orelse, check)
+            return t | ({FAIL_FLAG} if _fail_text(node.body) or _fail_text(node.orelse) else set())
         if isinstance(node, ast.NamedExpr):
             t = self.expr(node.value, check)
             self.bind(node.target, t, node.value)
@@ -510,8 +632,13 @@ class _Python:
         if inspecting:
             if given & LOOKED_AT:
                 self.note("inspected", line)
+            if FAIL_FLAG in given:  # print(("PASS " if ok else "FAIL ") + name): an explicit FAIL line
+                self.commit(given)
             self.shown(given, line)
-            return given
+            return set()
+        if name in EXIT_CALLS:  # sys.exit(1 if problems else 0)
+            self.commit(args)
+            return set()
         if self.runs_script(node, name, line):
             return set()
         if last in V.WEIGHT_LOADERS or any(name == c or name.endswith("." + c) for c in V.WEIGHT_LOADER_CALLS) \
@@ -527,6 +654,7 @@ class _Python:
         if last in V.CONSTANT_MAKERS or ".random." in f".{name}.":
             return set()
         if self.writes(node, name, last):
+            self.written_out(node)
             return {HANDLE}
         if last in V.LISTERS:
             return ({OUT, LIST} if given & {OUTP, OUT} else {IN, LIST}) | (given & {ONE})
@@ -540,9 +668,11 @@ class _Python:
         if last in V.RANGE_CHECKS or last in V.SHAPE_CHECKS or (last.startswith("is") and last not in V.BUILTINS):
             if last in V.EXISTENCE_CHECKS and OUTP in given:
                 given = given | {OUT}  # whether an output file exists is a check of the outputs (a count)
-            if given & LOOKED_AT:
+            combined = last in ("all", "any") and pending(given)  # all(checks.values()): those checks, no new one
+            picks = last in ("min", "max") and "key" in keywords  # min(cents, key=dist): an argmin, a method
+            if given & LOOKED_AT and not combined and not picks:
                 shape = last in V.SHAPE_CHECKS or LIST in given
-                self.note("shape_checks" if shape else "range_checks", line)
+                given = given | {pend("shape" if shape else "range", line)}
             return given - {ONE} if last in V.SHAPE_CHECKS else given
         if last in self.defs and isinstance(func, ast.Name):
             return self.call_def(last, given, line)
@@ -557,13 +687,26 @@ class _Python:
             return {RES} | (given & {ONE})
         return given
 
+    def written_out(self, node: ast.Call) -> None:
+        """json.dump(answers, open(<outputs>/answers.json, "w")): `answers` is output data from here on."""
+        names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+        if not (any(OUTP in self.tags.get(n.id, ()) for n in names)
+                or any(OUTP in _constant_tags(x) for x in _strings(node) if len(x) < 300)):
+            return
+        for a in node.args:
+            if isinstance(a, ast.Name) and OUTP not in self.tags.get(a.id, ()):
+                self.tags[a.id] = self.tags.get(a.id, set()) | {OUT}
+
     def call_def(self, name: str, given: set[str], line: int) -> set[str]:
         if name not in self.def_tags and name not in self.active:
             node = self.defs[name]
             self.active.add(name)
             before = len(self.facts.methods), len(self.facts.model_calls)
             for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
-                self.tags.setdefault(a.arg, {IN})
+                if given & LOOKED_AT:  # def check(seg): assert ...; check(pred)
+                    self.tags[a.arg] = {IN} | (given & (LOOKED_AT | {LIST}))
+                else:
+                    self.tags.setdefault(a.arg, {IN})
             self.returns.append(set())
             self.block(node.body)
             returned = self.returns.pop()

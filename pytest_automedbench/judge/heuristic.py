@@ -394,15 +394,35 @@ def pilot_linked(pilot: Cell, full: Cell | None, history: History | None) -> tup
 
 
 def checked(c: Cell, kind: str) -> bool:
-    """A cell that ran, checked results or outputs (`range_checks` / `shape_checks`) and showed it; when it
-    was replayed on broken outputs (judge/replay.py), it must have failed on at least one of them."""
-    return c.ok and bool(getattr(c.facts, kind)) and bool(c.facts.inspected) and c.shown and can_fail(c)
+    """A cell that ran a real check of results or outputs (`range_checks` / `shape_checks`: an assert, a raise,
+    a non-zero exit or a FAIL line decided by it, code.py; printing a value is no check); when it was replayed
+    on broken outputs (judge/replay.py), it must have failed on at least one of them."""
+    return c.ok and bool(getattr(c.facts, kind)) and can_fail(c)
 
 
 def can_fail(c: Cell) -> bool:
     """False only when a replay showed the cell passing on every broken version of the outputs."""
     r = c.event.replay
     return not (isinstance(r, dict) and "fails_on" in r and not r["fails_on"] and r.get("passes_on"))
+
+
+def pilot_replayed(pilot: Cell, check: Cell) -> tuple[bool, str]:
+    """What the pilot replay (judge/replay_pilot.py) showed of the pilot's check in `check`: (credited, why).
+    Caught on some broken case: credited; passed or only crashed on every one, or failed on the real data:
+    not; not replayed (no sandbox, budget, size) or not covering that cell: the code's reading stands."""
+    r = (pilot.event.replay or {}).get("pilot") if isinstance(pilot.event.replay, dict) else None
+    if not isinstance(r, dict) or check.index not in (r.get("cells") or []):
+        return True, ""
+    if r.get("caught"):
+        return True, f" (replayed on broken cases: stopped on {', '.join(r['caught'])})"
+    if r.get("inconclusive"):
+        return False, f"the pilot replay says nothing: {r.get('not_replayed')}"
+    if "caught" in r and (r.get("crashed") or r.get("passed")):
+        how = (f"crashed on {', '.join(r['crashed'])}" if r.get("crashed") else "") + \
+            ("; " if r.get("crashed") and r.get("passed") else "") + \
+            (f"passed on {', '.join(r['passed'])}" if r.get("passed") else "")
+        return False, f"replayed on broken cases its check never stopped it ({how or 'no class applied'})"
+    return True, f" (not replayed: {r.get('not_replayed')})" if r.get("not_replayed") else ""
 
 
 def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: History | None = None) -> StageVerdict:
@@ -417,25 +437,40 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
         pilot = pilot if linked else None
         if not linked:
             v.denied.append(how)
-    pilot_check = None
+    pilot_check, replayed = None, ""
     if pilot is not None:
         pilot_check = first(cells, lambda c: pilot.index <= c.index and (full is None or c.index < full.index)
                             and checked(c, "range_checks"))
-    range_cell = first(cells, lambda c: checked(c, "range_checks"))
-    shape_cell = first(cells, lambda c: checked(c, "shape_checks"))
+    if pilot_check is not None:
+        credited, replayed = pilot_replayed(pilot, pilot_check)
+        if not credited:
+            v.denied.append(replayed)
+            pilot_check = None
+    range_cell = first(cells, lambda c: checked(c, "range_checks") and not denied_pilot(c, pilot, replayed))
+    shape_cell = first(cells, lambda c: checked(c, "shape_checks") and not denied_pilot(c, pilot, replayed))
     v.item("single_case_pilot", pilot is not None, why + (" before the full run" if pilot and full else ""))
     v.item("pilot_quality_check", pilot_check is not None,
-           pilot_check.cite(pilot_check.facts.range_checks[0]) if pilot_check else "no check of the pilot's result")
+           pilot_check.cite(pilot_check.facts.range_checks[0]) + replayed if pilot_check
+           else replayed or "no check of the pilot's result that could stop the run")
     v.item("range_check", range_cell is not None, range_cell.cite(range_cell.facts.range_checks[0]) if range_cell
-           else "no cell that ran checked the values of results or outputs and showed it")
+           else "no cell that ran checked the values of results or outputs where a failure would stop the run")
     v.item("shape_check", shape_cell is not None, shape_cell.cite(shape_cell.facts.shape_checks[0]) if shape_cell
-           else "no cell that ran checked the shape or count of results or outputs and showed it")
+           else "no cell that ran checked the shape or count of results or outputs where a failure would stop it")
     level = ("pilot_and_quality_check" if pilot_check is not None and full is not None
              else "range_aware" if range_cell is not None else "shape_only" if shape_cell is not None else "none")
     v.items["level"] = {"met": level != "none", "evidence": level + (
         " (a pilot without a full run after it)" if pilot_check is not None and full is None else "")}
     v.score = levels[level] if reached(record, "S3") else 0.0
     return v
+
+
+def denied_pilot(c: Cell, pilot: Cell | None, replayed: str) -> bool:
+    """A cell the pilot replay covered, that passed on every broken case (or failed on the real data), counts
+    for no level; one whose method crashed on them keeps its range / shape check (never the pilot's item)."""
+    r = (pilot.event.replay or {}).get("pilot") if pilot is not None and isinstance(pilot.event.replay, dict) \
+        else None
+    return isinstance(r, dict) and c.index in (r.get("cells") or []) and not r.get("caught") and (
+        bool(r.get("inconclusive")) or ("caught" in r and r.get("passed") and not r.get("crashed")))
 
 
 # Tracks whose outputs are images or volumes: two byte-identical outputs for different inputs are a copy.

@@ -172,9 +172,10 @@ def mutate(workspace: Path, kind: str) -> str | None:
 # -- the replay ---------------------------------------------------------------------------------------
 def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., Any],
                history: History | None = None, budget_s: float = BUDGET_S,
-               max_cells: int = MAX_CELLS, public: Path | None = None) -> dict[str, Any]:
-    """Replay the run's candidate check cells, then the cell that loaded weights and wrote outputs with
-    its weights perturbed; writes `replay` on their trace events. Returns a summary (cells replayed,
+               max_cells: int = MAX_CELLS, public: Path | None = None, n_cases: int = 0) -> dict[str, Any]:
+    """Replay the run's candidate check cells, then its pilot on broken cases (replay_pilot.py, `n_cases`:
+    the task's case count, to tell the pilot from the full run), then the cell that loaded weights and
+    wrote outputs with its weights perturbed; writes `replay` on their trace events. Returns a summary (cells replayed,
     seconds, the weights verdict) for result.json. `make_sandbox(workspace_copy, public=None)` builds a
     guarded sandbox (`public`: a folder to bind in place of the public data)."""
     history = history or History(record)
@@ -184,6 +185,13 @@ def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., A
         summary["not_replayed"] = "no workspace snapshots"
         return summary
     _replay_checks(record, workspace, make_sandbox, history, budget_s, max_cells, started, summary)
+    left = budget_s - (time.monotonic() - started)
+    if max_cells > 0 and left >= 5:  # the pilot's check, on broken cases (replay_pilot.py)
+        from .replay_pilot import BUDGET_S as PILOT_S, replay_pilot
+
+        pilot = replay_pilot(record, workspace, public, make_sandbox, history, n_cases, min(PILOT_S, left))
+        if pilot is not None:
+            summary["pilot"] = {k: v for k, v in pilot.items() if k != "inconclusive"}
     left = budget_s - (time.monotonic() - started)
     if left >= 5:
         weights = replay_weights(record, workspace, public, make_sandbox, history, left)
