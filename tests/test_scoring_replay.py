@@ -93,7 +93,7 @@ def test_perturbed_weights_load_as_before_with_every_float_changed(tmp_path):
     import numpy as np
     import torch
 
-    from pytest_automedbench.judge.replay import perturb
+    from pytest_automedbench.judge.replay_weights import perturb
 
     net = torch.nn.Conv3d(1, 3, 1)
     torch.save(net.state_dict(), tmp_path / "w.pt")
@@ -111,7 +111,7 @@ def test_perturbed_weights_load_as_before_with_every_float_changed(tmp_path):
 def test_a_pickled_object_is_not_perturbed(tmp_path):
     import torch
 
-    from pytest_automedbench.judge.replay import perturb
+    from pytest_automedbench.judge.replay_weights import perturb
 
     torch.save(torch.nn.Conv3d(1, 3, 1), tmp_path / "model.pt")  # a whole module: only a full unpickle loads it
     with pytest.raises(ValueError, match="not a tensor file"):
@@ -119,7 +119,7 @@ def test_a_pickled_object_is_not_perturbed(tmp_path):
 
 
 def test_the_public_view_never_writes_through_to_the_public_data(tmp_path):
-    from pytest_automedbench.judge.replay import perturb, public_view
+    from pytest_automedbench.judge.replay_weights import perturb, public_view
 
     import torch
 

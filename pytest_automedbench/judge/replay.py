@@ -13,12 +13,9 @@ re-judges without replaying. Replays are bounded (cells, seconds, workspace size
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
-import os
 import re
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -194,6 +191,8 @@ def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., A
             summary["pilot"] = {k: v for k, v in pilot.items() if k != "inconclusive"}
     left = budget_s - (time.monotonic() - started)
     if left >= 5:
+        from .replay_weights import replay_weights
+
         weights = replay_weights(record, workspace, public, make_sandbox, history, left)
         if weights is not None:
             summary["weights"] = weights
@@ -259,8 +258,3 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
         return {"not_replayed": f"{type(e).__name__}: {e}"[:300], "seconds": round(time.monotonic() - t0, 3)}
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
-
-
-# -- do the outputs depend on the weights? (replay_weights.py; names kept here for callers) --------
-from .replay_weights import (PERTURBABLE, output_hashes, perturb, public_view, replay_weights,  # noqa: E402,F401
-                             weights_files, weights_writer)

@@ -203,7 +203,7 @@ def _sha(path: Path) -> str | None:
 def broken_view(public: Path, ws: Path, tmp: Path, rels: list[str], kind: str | None) -> tuple[Path, int]:
     """The public view with `rels` broken one way (`kind`; None: as they are), and the workspace's byte
     copies of them broken the same way; returns the view and how many files were broken."""
-    from .replay import public_view
+    from .replay_weights import public_view
 
     view = tmp / "public"
     view.mkdir()

@@ -18,8 +18,6 @@ import csv
 import hashlib
 import io
 import json
-import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +28,7 @@ from ..agents.loop import RunRecord
 from .evidence import Cell, read_run
 from .history import OUTPUTS, History
 from .model_files import NOT_PARAMETERS, ModelFiles, Reads
+from .replay import BUDGET_S, CELL_TIMEOUT_S, MAX_COPY_BYTES, copy_workspace, workspace_bytes
 
 PERTURBABLE = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy", ".json", ".yaml", ".yml", ".csv",
                ".tsv")
@@ -168,24 +167,10 @@ def _with_metadata(state, walk):
 def public_view(public: Path, dst: Path) -> None:
     """A folder that looks like `public` (hard links, or copies where linking fails), to be changed in
     place of it: files in it must be replaced (unlinked first), never written through."""
-    from .replay import MAX_COPY_BYTES
-
-    total = 0
-    dst.mkdir(parents=True, exist_ok=True)
-    for e in safefs.walk(public):
-        target = dst / e.rel
-        if e.is_dir:
-            target.mkdir(parents=True, exist_ok=True)
-        elif e.is_file:
-            try:
-                os.link(e.path, target)
-            except OSError:
-                total += e.size
-                if total > MAX_COPY_BYTES:
-                    raise ValueError("the public data cannot be linked and is too large to copy") from None
-                shutil.copy2(e.path, target)
-        elif e.is_link:
-            os.symlink(os.readlink(e.path), target)
+    try:
+        safefs.copy_tree(public, dst, link=True, max_copy_bytes=MAX_COPY_BYTES)
+    except ValueError:
+        raise ValueError("the public data cannot be linked and is too large to copy") from None
     dst.chmod(0o755)
 
 
@@ -241,8 +226,6 @@ def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make
     """Replay the cells that carry the model into the outputs, as they were and with the model's files
     perturbed; the verdict goes on the writing cell's trace event (`replay.weights`). None when no cell
     qualifies."""
-    from .replay import BUDGET_S, MAX_COPY_BYTES, workspace_bytes
-
     budget_s = BUDGET_S if budget_s is None else budget_s
     traced = traced_chain(record, history, public)
     if traced is not None:
@@ -291,7 +274,6 @@ def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make
 
 def _run_writer(chain: list[Cell] | Cell, workspace: Path, public: Path | None, make_sandbox, wrote: list[str],
                 perturbed: dict[str, Path], budget_s: float) -> dict[str, str | None]:
-    from .replay import CELL_TIMEOUT_S, copy_workspace
 
     chain = [chain] if isinstance(chain, Cell) else chain
     tmp = Path(tempfile.mkdtemp(prefix="amb-weights-"))
