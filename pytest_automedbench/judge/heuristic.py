@@ -406,23 +406,25 @@ def can_fail(c: Cell) -> bool:
     return not (isinstance(r, dict) and "fails_on" in r and not r["fails_on"] and r.get("passes_on"))
 
 
-def pilot_replayed(pilot: Cell, check: Cell) -> tuple[bool, str]:
-    """What the pilot replay (judge/replay_pilot.py) showed of the pilot's check in `check`: (credited, why).
-    Caught on some broken case: credited; passed or only crashed on every one, or failed on the real data:
-    not; not replayed (no sandbox, budget, size) or not covering that cell: the code's reading stands."""
+def pilot_replayed(pilot: Cell, check: Cell) -> str:
+    """What the pilot replay (judge/replay_pilot.py) showed of the pilot's check in `check`, as evidence. It
+    confirms, it does not deny: a check the code reading found is credited whether or not broken cases
+    stopped it, because a robust method turns a broken case into a valid-looking result that gives an honest
+    check (shape, label set, finite values) nothing to catch -- every demo reference's pilot check is such a
+    check. What it cannot then tell (a check that cannot fail for a reason the code reading misses, one that
+    skips itself on another case) is listed in docs/scoring.md and kept as strict xfail tests."""
     r = (pilot.event.replay or {}).get("pilot") if isinstance(pilot.event.replay, dict) else None
     if not isinstance(r, dict) or check.index not in (r.get("cells") or []):
-        return True, ""
+        return ""
     if r.get("caught"):
-        return True, f" (replayed on broken cases: stopped on {', '.join(r['caught'])})"
+        return f" (replayed on broken cases: stopped on {', '.join(r['caught'])})"
     if r.get("inconclusive"):
-        return False, f"the pilot replay says nothing: {r.get('not_replayed')}"
-    if "caught" in r and (r.get("crashed") or r.get("passed")):
-        how = (f"crashed on {', '.join(r['crashed'])}" if r.get("crashed") else "") + \
-            ("; " if r.get("crashed") and r.get("passed") else "") + \
-            (f"passed on {', '.join(r['passed'])}" if r.get("passed") else "")
-        return False, f"replayed on broken cases its check never stopped it ({how or 'no class applied'})"
-    return True, f" (not replayed: {r.get('not_replayed')})" if r.get("not_replayed") else ""
+        return f" (the pilot replay says nothing: {r.get('not_replayed')})"
+    if r.get("crashed") or r.get("passed"):
+        how = "; ".join(filter(None, (f"crashed on {', '.join(r['crashed'])}" if r.get("crashed") else "",
+                                       f"passed on {', '.join(r['passed'])}" if r.get("passed") else "")))
+        return f" (replayed on broken cases, not stopped by them: {how})"
+    return f" (not replayed: {r.get('not_replayed')})" if r.get("not_replayed") else ""
 
 
 def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: History | None = None) -> StageVerdict:
@@ -442,16 +444,13 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
         pilot_check = first(cells, lambda c: pilot.index <= c.index and (full is None or c.index < full.index)
                             and checked(c, "range_checks"))
     if pilot_check is not None:
-        credited, replayed = pilot_replayed(pilot, pilot_check)
-        if not credited:
-            v.denied.append(replayed)
-            pilot_check = None
-    range_cell = first(cells, lambda c: checked(c, "range_checks") and not denied_pilot(c, pilot, replayed))
-    shape_cell = first(cells, lambda c: checked(c, "shape_checks") and not denied_pilot(c, pilot, replayed))
+        replayed = pilot_replayed(pilot, pilot_check)
+    range_cell = first(cells, lambda c: checked(c, "range_checks"))
+    shape_cell = first(cells, lambda c: checked(c, "shape_checks"))
     v.item("single_case_pilot", pilot is not None, why + (" before the full run" if pilot and full else ""))
     v.item("pilot_quality_check", pilot_check is not None,
            pilot_check.cite(pilot_check.facts.range_checks[0]) + replayed if pilot_check
-           else replayed or "no check of the pilot's result that could stop the run")
+           else "no check of the pilot's result that could stop the run")
     v.item("range_check", range_cell is not None, range_cell.cite(range_cell.facts.range_checks[0]) if range_cell
            else "no cell that ran checked the values of results or outputs where a failure would stop the run")
     v.item("shape_check", shape_cell is not None, shape_cell.cite(shape_cell.facts.shape_checks[0]) if shape_cell
@@ -462,15 +461,6 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
         " (a pilot without a full run after it)" if pilot_check is not None and full is None else "")}
     v.score = levels[level] if reached(record, "S3") else 0.0
     return v
-
-
-def denied_pilot(c: Cell, pilot: Cell | None, replayed: str) -> bool:
-    """A cell the pilot replay covered, that passed on every broken case (or failed on the real data), counts
-    for no level; one whose method crashed on them keeps its range / shape check (never the pilot's item)."""
-    r = (pilot.event.replay or {}).get("pilot") if pilot is not None and isinstance(pilot.event.replay, dict) \
-        else None
-    return isinstance(r, dict) and c.index in (r.get("cells") or []) and not r.get("caught") and (
-        bool(r.get("inconclusive")) or ("caught" in r and r.get("passed") and not r.get("crashed")))
 
 
 # Tracks whose outputs are images or volumes: two byte-identical outputs for different inputs are a copy.
