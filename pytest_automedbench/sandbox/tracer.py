@@ -331,13 +331,13 @@ del _amb_trace, _amb_warm, _amb_roots
 '''
 
 
-def cell_file(folder: Path, index: int, code: str) -> Path:
-    """Write the cell's code, read-only, as `folder/cell-<index>.py` (folder: the guard's cells/)."""
+def cell_file(folder: Path, index: int, code: str, suffix: str = ".py") -> Path:
+    """Write the cell's code, read-only, as `folder/cell-<index><suffix>` (folder: the guard's cells/)."""
     folder.mkdir(mode=0o755, exist_ok=True)
-    path = folder / f"cell-{index}.py"
+    path = folder / f"cell-{index}{suffix}"
     if path.exists():
         path.chmod(0o644)
-    tmp = folder / f".cell-{index}.tmp"
+    tmp = folder / f".cell-{index}{suffix}.tmp"
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
     with os.fdopen(fd, "wb") as f:

@@ -44,6 +44,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .tracer import cell_file
+
 TRACE_CAP = 8 << 20  # bytes of xtrace kept per cell; beyond it the cell's trace is `incomplete`
 FACTS_CAP = 20000  # lines / commands kept in the stored facts
 VAR = "_amb_x"  # the bootstrap's variable for the secret line
@@ -57,17 +59,7 @@ LISTS_ALL = re.compile(r"^(?:set|declare|typeset|declare\s+-p|typeset\s+-p|local
 
 def cell_script(folder: Path, index: int, code: str) -> Path:
     """Write the cell's code, read-only, as `folder/cell-<index>.sh` (folder: the guard's cells/)."""
-    folder.mkdir(mode=0o755, exist_ok=True)
-    path = folder / f"cell-{index}.sh"
-    if path.exists():
-        path.chmod(0o644)
-    tmp = folder / f".cell-{index}.sh.tmp"
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
-    with os.fdopen(fd, "wb") as f:
-        f.write(code.encode())
-    os.replace(tmp, path)
-    return path
+    return cell_file(folder, index, code, ".sh")
 
 
 class XtraceChannel:
