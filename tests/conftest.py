@@ -170,3 +170,21 @@ def pytest_terminal_summary(terminalreporter):
     from faults.table import write_fault_table  # robust (#19): the fault-injection table, its own hunk
 
     write_fault_table(terminalreporter)
+
+
+def run_steps(tiny, steps, name, replay_cells=2):
+    """Run a step file (`steps`, written as NAME.yaml) on the tiny task through the real runner: the result
+    and the trace events."""
+    import yaml
+
+    from pytest_automedbench.agents import ScriptAgent
+    from pytest_automedbench.runner import execute
+    from pytest_automedbench.settings import RunSettings
+
+    task, data, root = tiny
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(steps))
+    settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs", replay_cells=replay_cells)
+    result = execute(task, "lite", 1, ScriptAgent(path), data, settings)
+    trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
+    return result, trace

@@ -11,11 +11,8 @@ import json
 import pytest
 import yaml
 
-from conftest import FIXTURES
-from pytest_automedbench.agents import ScriptAgent
+from conftest import FIXTURES, run_steps
 from pytest_automedbench.judge.replay import mutate
-from pytest_automedbench.runner import execute
-from pytest_automedbench.settings import RunSettings
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
 PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)
@@ -35,14 +32,6 @@ HOLLOW_CHECK = {"execute_code": {"language": "python", "code": (
 
 
 
-def run_steps(tiny, steps, name):
-    task, data, root = tiny
-    path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(steps))
-    settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs", replay_cells=2)
-    result = execute(task, "lite", 1, ScriptAgent(path), data, settings)
-    trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
-    return result, trace
 
 
 def test_a_check_that_can_fail_is_credited_for_what_it_catches(tiny):

@@ -11,16 +11,12 @@ writing cell (counts; unused: not), the card read in a child process, a forged o
 from __future__ import annotations
 
 import json
-import os
 import stat
 
 import pytest
 import yaml
 
-from conftest import FIXTURES
-from pytest_automedbench.agents import ScriptAgent
-from pytest_automedbench.runner import execute
-from pytest_automedbench.settings import RunSettings
+from conftest import FIXTURES, run_steps
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
 PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)
@@ -50,14 +46,6 @@ def carded(tiny):
     return tiny
 
 
-def run(carded, steps, name):
-    task, data, root = carded
-    path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(steps))
-    settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs", replay_cells=1)
-    result = execute(task, "lite", 1, ScriptAgent(path), data, settings)
-    trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
-    return result, trace
 
 
 def weights(result) -> dict:
@@ -66,7 +54,7 @@ def weights(result) -> dict:
 
 def test_a_json_card_read_and_applied_counts_as_weights(carded):
     full = cell("card = json.load(open(card_path))\ncuts = card['cuts']\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, full, SUBMIT], "card-applied")
+    result, trace = run_steps(carded, [PLAN, ENV, full, SUBMIT], "card-applied", replay_cells=1)
     assert ["public", "models/thresholds/model.json", "r"] in trace[2]["executed"]["opens"]
     verdict = trace[2]["replay"]["weights"]
     assert verdict["depends"] is True and verdict["cells"] == [2], verdict
@@ -75,7 +63,7 @@ def test_a_json_card_read_and_applied_counts_as_weights(carded):
 
 def test_a_card_opened_and_never_used_earns_nothing(carded):
     full = cell("card = json.load(open(card_path))\nprint(card['name'])\ncuts = [50.0, 150.0]\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, full, SUBMIT], "card-unused")
+    result, trace = run_steps(carded, [PLAN, ENV, full, SUBMIT], "card-unused", replay_cells=1)
     assert trace[2]["replay"]["weights"]["depends"] is False
     assert not weights(result)["met"], weights(result)
 
@@ -83,14 +71,14 @@ def test_a_card_opened_and_never_used_earns_nothing(carded):
 def test_a_card_read_in_another_cell_than_the_writer_earns_nothing(carded):
     look = cell("card = json.load(open(card_path))\nprint(card)\n")
     full = cell("cuts = [50.0, 150.0]\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, look, full, SUBMIT], "card-elsewhere")
+    result, trace = run_steps(carded, [PLAN, ENV, look, full, SUBMIT], "card-elsewhere", replay_cells=1)
     assert not weights(result)["met"] and "read no model file" in weights(result)["evidence"], weights(result)
 
 
 def test_a_copy_of_the_card_in_the_workspace_counts(carded):
     copy = {"execute_code": {"language": "bash", "code": 'cp "$AMB_PUBLIC_DIR/models/thresholds/model.json" my_card.json'}}
     full = cell("cuts = json.load(open(os.path.join(ws, 'my_card.json')))['cuts']\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, copy, full, SUBMIT], "card-copied")
+    result, trace = run_steps(carded, [PLAN, ENV, copy, full, SUBMIT], "card-copied", replay_cells=1)
     assert "a copy of models/thresholds/model.json" in weights(result)["evidence"], weights(result)
     assert weights(result)["met"] and trace[3]["replay"]["weights"]["perturbed"] == ["/workspace/my_card.json"]
 
@@ -100,7 +88,7 @@ def test_a_card_of_the_agents_own_with_the_same_name_is_not_the_models(carded):
                "json.dump({'name': 'mine', 'cuts': [50.0, 150.0]}, open(os.path.join(ws, 'models', 'thresholds', "
                "'model.json'), 'w'))\nprint('written')\n")
     full = cell("cuts = json.load(open(os.path.join(ws, 'models', 'thresholds', 'model.json')))['cuts']\n" + SEGMENT)
-    result, _ = run(carded, [PLAN, ENV, own, full, SUBMIT], "card-own")
+    result, _ = run_steps(carded, [PLAN, ENV, own, full, SUBMIT], "card-own", replay_cells=1)
     assert not weights(result)["met"], weights(result)
 
 
@@ -108,7 +96,7 @@ def test_values_passed_through_a_file_to_the_writing_cell_count(carded):
     derive = cell("np.save(os.path.join(ws, 'cuts.npy'), np.asarray(json.load(open(card_path))['cuts']))\n"
                   "print('saved')\n")
     full = cell("cuts = np.load(os.path.join(ws, 'cuts.npy'))\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, derive, full, SUBMIT], "card-through-file")
+    result, trace = run_steps(carded, [PLAN, ENV, derive, full, SUBMIT], "card-through-file", replay_cells=1)
     verdict = trace[3]["replay"]["weights"]
     assert verdict["cells"] == [2, 3] and verdict["depends"] is True, verdict
     assert weights(result)["met"], weights(result)
@@ -118,17 +106,17 @@ def test_the_card_read_in_a_child_process_is_not_seen(carded):
     child = cell("import subprocess, sys\nsubprocess.run([sys.executable, '-c', "
                  "'import json, sys; json.load(open(sys.argv[1]))', card_path], check=True)\n"
                  "cuts = [50.0, 150.0]\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, child, SUBMIT], "card-child")
+    result, trace = run_steps(carded, [PLAN, ENV, child, SUBMIT], "card-child", replay_cells=1)
     assert not any(o[1].startswith("models/") for o in trace[2]["executed"]["opens"])
     assert not weights(result)["met"], weights(result)
 
 
 def test_a_forged_open_event_earns_nothing(carded):
     forged = cell("import sys\nsys.audit('open', card_path, 'r', 0)\ncuts = [50.0, 150.0]\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, forged, SUBMIT], "card-forged")
+    result, trace = run_steps(carded, [PLAN, ENV, forged, SUBMIT], "card-forged", replay_cells=1)
     assert trace[2]["executed"]["status"] == "tampered"
     hidden = cell("import sys\ngetattr(sys, 'au' + 'dit')('open', card_path, 'r', 0)\ncuts = [50.0, 150.0]\n" + SEGMENT)
-    result, trace = run(carded, [PLAN, ENV, hidden, SUBMIT], "card-forged-hidden")
+    result, trace = run_steps(carded, [PLAN, ENV, hidden, SUBMIT], "card-forged-hidden", replay_cells=1)
     assert trace[2]["replay"]["weights"]["depends"] is False  # the forged read reaches the replay, which denies it
     assert not weights(result)["met"], weights(result)
 
