@@ -80,9 +80,10 @@ def test_halves_are_disjoint_and_mixed():
             assert len(values) >= 2, f"{stage}.{item} has one label in the whole corpus: it measures nothing"
 
 
-def test_heldout2_is_balanced():
-    # The second held-out half: six runs per demo task, eight of each kind (README).
-    runs = labels("heldout2")["runs"].values()
+@pytest.mark.parametrize("half", ["heldout2", "heldout3"])
+def test_later_halves_are_balanced(half):
+    # The second and third held-out halves: six runs per demo task, eight of each kind (README).
+    runs = labels(half)["runs"].values()
     tasks = yaml.safe_load((CORPUS / "tasks.yaml").read_text())
     assert sorted(r["task"] for r in runs) == sorted(list(tasks) * 6)
     assert sorted(r["kind"] for r in runs) == sorted(list(KINDS) * 8)
