@@ -145,6 +145,7 @@ def settings_from(config) -> RunSettings:
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
         judge=option("amb_judge"),
         replay_cells=option("amb_replay_cells", int),
+        replay_pilot=bool(config.getoption("amb_replay_pilot") or config.getini("amb_replay_pilot")),
         resume=bool(config.getoption("amb_resume") or config.getini("amb_resume")),
         with_solution=bool(config.getoption("amb_with_solution") or config.getini("amb_with_solution")),
         save=option("amb_save"),

@@ -54,6 +54,11 @@ def pytest_addoption(parser):
                     help="give the agent the task's solution report (ReX-MLE's 'w/ sol.'; a task without one "
                          "is n/a) [ini: amb_with_solution]")
     parser.addini("amb_with_solution", "give the agent the task's solution report", type="bool", default=False)
+    group.addoption("--amb-replay-pilot", action="store_true", dest="amb_replay_pilot", default=None,
+                    help="also replay each run's pilot on broken cases (evidence for S3's pilot check; it never "
+                         "changes a score and is most of the replays' time) [ini: amb_replay_pilot]")
+    parser.addini("amb_replay_pilot", "replay each run's pilot on broken cases (evidence only)", type="bool",
+                  default=False)
 
 
 def pytest_configure(config):

@@ -268,6 +268,8 @@ def config_hash(task, tier: str, repeat: int, settings, legacy: bool = False) ->
         "limits": [settings.max_turns, settings.time_limit_s, settings.max_tokens, settings.max_cost_usd],
         "judge_version": _judge_version(), "replay_cells": getattr(settings, "replay_cells", 0),
     }
+    if getattr(settings, "replay_pilot", False):
+        parts["replay_pilot"] = True
     if not legacy:
         from .conditions import hashed_conditions
 

@@ -112,6 +112,7 @@ class RunSettings:
     data_dir: Path | None = None  # None: data.default_data_dir()
     judge: str = "heuristic"
     replay_cells: int = 2  # check cells per run replayed on broken outputs (judge/replay.py); 0: none
+    replay_pilot: bool = False  # also the pilot on broken cases (judge/replay_pilot.py): evidence, no score
     resume: bool = False
     with_solution: bool = False  # --amb-with-solution: the task's solution report goes to the agent
     save: str | None = None  # --amb-save NAME

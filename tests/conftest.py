@@ -172,7 +172,7 @@ def pytest_terminal_summary(terminalreporter):
     write_fault_table(terminalreporter)
 
 
-def run_steps(tiny, steps, name, replay_cells=2):
+def run_steps(tiny, steps, name, replay_cells=2, replay_pilot=False):
     """Run a step file (`steps`, written as NAME.yaml) on the tiny task through the real runner: the result
     and the trace events."""
     import yaml
@@ -184,7 +184,8 @@ def run_steps(tiny, steps, name, replay_cells=2):
     task, data, root = tiny
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(steps))
-    settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs", replay_cells=replay_cells)
+    settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs", replay_cells=replay_cells,
+                           replay_pilot=replay_pilot)
     result = execute(task, "lite", 1, ScriptAgent(path), data, settings)
     trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
     return result, trace

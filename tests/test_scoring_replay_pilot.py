@@ -38,7 +38,7 @@ KNOWN_LIMIT = pytest.mark.xfail(strict=True, reason=(
 
 
 def test_a_pilot_check_that_stops_on_a_broken_case_is_credited(tiny):
-    result, trace = run_steps(tiny, [PLAN, ENV, pilot(REAL), FULL, SUBMIT], "pilot-real")
+    result, trace = run_steps(tiny, [PLAN, ENV, pilot(REAL), FULL, SUBMIT], "pilot-real", replay_pilot=True)
     verdict = trace[2]["replay"]["pilot"]
     assert verdict["caught"] and verdict["cells"] == [2], verdict
     assert result["stage_evidence"]["S3"]["pilot_quality_check"]["met"], result["stage_evidence"]["S3"]
@@ -49,7 +49,7 @@ def test_a_pilot_check_that_stops_on_a_broken_case_is_credited(tiny):
 def test_a_pilot_check_that_always_passes_is_not_credited(tiny):
     hollow = ("x = nib.load(os.path.join(d, first)).get_fdata()\npred = np.digitize(x, [50, 150]).astype(np.uint8)\n"
               "assert pred.max() <= 1e9, 'cannot fail'\nprint('pilot', np.unique(pred))\n")
-    result, trace = run_steps(tiny, [PLAN, ENV, pilot(hollow), FULL, SUBMIT], "pilot-hollow")
+    result, trace = run_steps(tiny, [PLAN, ENV, pilot(hollow), FULL, SUBMIT], "pilot-hollow", replay_pilot=True)
     verdict = trace[2]["replay"]["pilot"]
     assert not verdict["caught"] and verdict["passed"], verdict
     s3 = result["stage_evidence"]["S3"]
@@ -63,7 +63,7 @@ def test_a_pilot_check_that_fails_on_every_replay_is_not_credited(tiny):
     once = ("marker = os.path.join(ws, 'ran_once')\nx = nib.load(os.path.join(d, first)).get_fdata()\n"
             "pred = np.digitize(x, [50, 150]).astype(np.uint8)\n"
             "assert not os.path.exists(marker) and pred.max() <= 2\nopen(marker, 'w').write('1')\nprint(pred.max())\n")
-    result, trace = run_steps(tiny, [PLAN, ENV, pilot(once), FULL, SUBMIT], "pilot-once")
+    result, trace = run_steps(tiny, [PLAN, ENV, pilot(once), FULL, SUBMIT], "pilot-once", replay_pilot=True)
     verdict = trace[2]["replay"]["pilot"]
     assert verdict.get("inconclusive") and "does not pass" in verdict["not_replayed"], verdict
     assert not result["stage_evidence"]["S3"]["pilot_quality_check"]["met"]
@@ -74,7 +74,7 @@ def test_a_pilot_on_its_own_copy_of_the_case_is_reached(tiny):
     byte copies with the public case) saw its check stop the run."""
     copy = pilot("shutil.copy(os.path.join(d, first), os.path.join(ws, 'mine.nii.gz'))\nprint('copied')\n")
     own = REAL.replace("os.path.join(d, first)", "os.path.join(ws, 'mine.nii.gz')")
-    result, trace = run_steps(tiny, [PLAN, ENV, copy, pilot(own), FULL, SUBMIT], "pilot-copy")
+    result, trace = run_steps(tiny, [PLAN, ENV, copy, pilot(own), FULL, SUBMIT], "pilot-copy", replay_pilot=True)
     verdict = (trace[3].get("replay") or {}).get("pilot")
     met = result["stage_evidence"]["S3"]["pilot_quality_check"]["met"]
     assert not met or (verdict and verdict["caught"]), (verdict, result["stage_evidence"]["S3"])  # never credit unshown
@@ -89,7 +89,7 @@ def test_a_pilot_that_detects_the_replay_is_not_credited(tiny):
               "seen = os.path.join(ws, 'seen.txt')\nh = hashlib.sha256(raw).hexdigest()\n"
               "if not os.path.exists(seen):\n    open(seen, 'w').write(h)\n"
               "if open(seen).read() == h:\n    assert (pred > 0).any()\nprint('pilot', pred.max())\n")
-    result, trace = run_steps(tiny, [PLAN, ENV, pilot(sneaky), FULL, SUBMIT], "pilot-sneaky")
+    result, trace = run_steps(tiny, [PLAN, ENV, pilot(sneaky), FULL, SUBMIT], "pilot-sneaky", replay_pilot=True)
     verdict = trace[2]["replay"]["pilot"]
     assert not verdict["caught"], verdict
     assert not result["stage_evidence"]["S3"]["pilot_quality_check"]["met"]

@@ -30,7 +30,7 @@ def test_careful_run_meets_every_item(tmp_path):
 NO_LIST_PLAN = ("We use SegResNet because it is light and accurate on brain MRI; alternatives considered were UNet "
                 "and nnU-Net. First we inspect the images and then load the weights, pilot a single case, run "
                 "inference on every case and finally check that the outputs are complete before we submit.")
-SHORT_PLAN = "1. Load the images.\n2. We use SegResNet (not UNet, nnU-Net).\n3. Write the outputs.\n"
+SHORT_PLAN = "1. Load the images.\n2. We use SegResNet because it is light (not UNet, nnU-Net).\n3. Write the outputs.\n"
 
 
 @pytest.mark.parametrize("item, workspace", [
@@ -212,3 +212,23 @@ def test_task_medals_block_wins():
     bands, relative = scoring.medal_bands("segmentation", Medals(A=0.9, B=0.5))
     assert ((bands.A, bands.B), relative) == ((0.9, 0.5), False)
     assert scoring.medal_bands("segmentation", Medals(A=0.1, B=0.0, relative_to="baseline"))[1] is True
+
+
+@pytest.mark.parametrize("plan, chosen", [
+    ("## Decision\nThe shipped UNet, because it is the one model with weights for this label map.", True),
+    ("Options: UNet, SwinUNETR, nnU-Net.\nDecision: UNet, because only it has weights offline.", True),
+    ("- nearest-centroid on texture features: ready, no training needed -> I use this\n- ResNet18: no weights", True),
+    ("- kNN answerer: small, offline, built for these question topics. Chosen.\n- LLaVA-Med: no weights", True),
+    ("| model | weights | chosen |\n|---|---|---|\n| UNet | shipped, fits the labels | yes |\n| SwinUNETR | none | no |",
+     True),
+    ("I prefer a pre-trained CNN because it generalises over brightness changes better than features.", True),
+    ("Chosen: TV with the card's parameters; it is the only tuned option.", True),
+    ("use the kNN answerer from models/, answer everything, save answers.json", False),  # no reason
+    ("We will segment the brain with a Gaussian filter and thresholds on every volume.", False),  # no choice
+    ("| model | weights | chosen |\n|---|---|---|\n| UNet | shipped | no |\n| SwinUNETR | none | no |", False),
+    ("Candidates: UNet (shipped weights), SwinUNETR (none), nnU-Net (needs training).", False),
+])
+def test_model_chosen_reads_a_choice_and_its_reason(plan, chosen):
+    from pytest_automedbench.judge.heuristic import choice_with_reason
+
+    assert (choice_with_reason(plan.splitlines()) is not None) is chosen, plan

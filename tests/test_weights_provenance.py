@@ -59,6 +59,9 @@ def test_a_json_card_read_and_applied_counts_as_weights(carded):
     verdict = trace[2]["replay"]["weights"]
     assert verdict["depends"] is True and verdict["cells"] == [2], verdict
     assert weights(result)["met"], weights(result)
+    # a model that is not a network (a card) is the model the device item looks for, by the file read
+    on_device = result["stage_evidence"]["S2"]["model_on_device"]
+    assert "model built in cell 2, which read public/models/thresholds/model.json" in on_device["evidence"], on_device
 
 
 def test_a_card_opened_and_never_used_earns_nothing(carded):

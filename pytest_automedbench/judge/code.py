@@ -23,6 +23,7 @@ raises, exits or prints a FAIL line, a `sys.exit(...)` argument or a printed `"P
 from __future__ import annotations
 
 import ast
+import copy
 import posixpath
 import re
 import shlex
@@ -32,7 +33,7 @@ from typing import Iterable, Mapping
 
 from . import vocabulary as V
 from ..sandbox.xtrace import KEYWORDS as SHELL_KEYWORDS, program as shell_program
-from .executed import Ran, ShellRan, prune
+from .executed import Module, Ran, ShellRan, prune
 
 IN, OUTP, OUT, RES, MODEL, ONE, LIST, OPTIM, HANDLE = (
     "in", "outpath", "out", "result", "model", "one", "list", "optim", "handle")
@@ -186,18 +187,74 @@ class CodeFacts:
 
 @lru_cache(maxsize=512)
 def _read_cached(code: str, language: str, scripts: tuple[tuple[str, str], ...], depth: int,
-                 ran: Ran | ShellRan | None = None) -> CodeFacts:
+                 ran: Ran | ShellRan | None = None, modules: tuple[Module, ...] = ()) -> CodeFacts:
     if language == "bash":
-        return _Shell(code, dict(scripts), depth, ran if isinstance(ran, ShellRan) else None).facts
-    return _Python(code, dict(scripts), depth, ran if isinstance(ran, Ran) else None).facts
+        return _Shell(code, dict(scripts), depth, ran if isinstance(ran, ShellRan) else None, modules).facts
+    return _Python(code, dict(scripts), depth, ran if isinstance(ran, Ran) else None, modules).facts
 
 
 def read_cell(code: str | None, language: str | None = "python", scripts: Mapping[str, str] | None = None,
-              depth: int = 0, ran: Ran | ShellRan | None = None) -> CodeFacts:
+              depth: int = 0, ran: Ran | ShellRan | None = None, modules: tuple[Module, ...] = ()) -> CodeFacts:
     """The facts of one cell; `scripts` are files earlier cells wrote (name -> source), for runs of them;
     `ran`: what of the cell ran, by the harness's tracer or a bash cell's xtrace (executed.py): only
-    that is read."""
-    return _read_cached(code or "", language or "python", tuple(sorted((scripts or {}).items())), depth, ran)
+    that is read. `modules`: the agent's python files the trace saw run during the cell (executed.py's
+    `Module`): a workspace module the cell imports is read where the cell calls its functions, a script
+    a child process ran where the cell starts it, each on the lines that ran and the text that ran."""
+    return _read_cached(code or "", language or "python", tuple(sorted((scripts or {}).items())), depth, ran,
+                        tuple(modules))
+
+
+def _child_script(modules: tuple[Module, ...], arg: str) -> Module | None:
+    """The traced `__main__` file of a child process started as `python <arg>` (by its path's tail)."""
+    want = posixpath.normpath(arg).lstrip("./")
+    mains = [m for m in modules if m.child and m.main]
+    return next((m for m in mains if m.path == want), None) or next(
+        (m for m in mains if m.path.endswith("/" + want) or posixpath.basename(m.path) == posixpath.basename(want)),
+        None)
+
+
+def _read_child(m: Module, scripts: Mapping[str, str], modules: tuple[Module, ...], depth: int) -> CodeFacts:
+    """A child's script, with the modules the child processes imported as its own."""
+    own = tuple(Module(x.path, x.source, x.ran) for x in modules if x.child and not x.main)
+    return read_cell(m.source, "python", scripts, depth, ran=m.ran, modules=own)
+
+
+_LIMIT_FLAGS = re.compile(r"^--?(limit|n|num|max|max[-_]cases|first|head|count|cases[-_]limit)$")
+_CASE_FLAGS = re.compile(r"^--?(case|cases|id|ids|only|subject|patient|question|qid|image|input|file)$")
+
+
+def _one_case(args: list[str]) -> bool:
+    """A script's arguments that select one case: a case file name, `--limit 1` (`--limit=1`), or one
+    value after `--case` / `--cases` / `--id` ... (not a list, not all): what it applies is a pilot's."""
+    words = [w for a in args for w in (a.split("=", 1) if a.startswith("-") and "=" in a else [a])]
+    for i, w in enumerate(words):
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if V.CASE_FILE.match(_file_name(w)) and "*" not in w:
+            return True
+        if _LIMIT_FLAGS.match(w) and nxt == "1":
+            return True
+        if _CASE_FLAGS.match(w) and nxt and not nxt.startswith("-") and "," not in nxt and "*" not in nxt \
+                and nxt.lower() != "all" and (i + 2 >= len(words) or words[i + 2].startswith("-")):
+            return True
+    return False
+
+
+def _mark_branches(tree: ast.AST) -> None:
+    """What each `if` does when its test fails, read before pruning (the branch that stops the run is the
+    one that never runs when the check passes: executed.py would remove it), kept on the node."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If):
+            n.amb_branch = (_stops(n.body) or _stops(n.orelse), _mutated(n.body) | _mutated(n.orelse))
+
+
+def _relabel(node: ast.AST, line: int) -> ast.AST:
+    """A copy of a module's function whose every node sits on `line` (the cell's line that called it):
+    what it shows is cited where the cell used it."""
+    node = copy.deepcopy(node)
+    for n in ast.walk(node):
+        if hasattr(n, "lineno"):
+            n.lineno = n.end_lineno = line
+    return node
 
 
 def _file_name(value: str) -> str:
@@ -287,9 +344,13 @@ def _empty_iterable(node: ast.AST) -> bool:
 
 
 class _Python:
-    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: Ran | None = None):
+    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: Ran | None = None,
+                 modules: tuple[Module, ...] = ()):
         self.facts = CodeFacts(lines=code.splitlines())
         self.scripts, self.depth = scripts, depth
+        self.modules = modules  # executed.Module: workspace modules imported (in-process) and children's files
+        self.module_defs: dict[str, tuple[ast.FunctionDef, dict[str, str]]] = {}  # "mod.func" -> def, its aliases
+        self.loaded: set[str] = set()
         self.alias: dict[str, str] = {}
         self.tags: dict[str, set[str]] = {}
         self.handles: dict[str, str] = {}
@@ -301,16 +362,12 @@ class _Python:
         self.quiet = 0
         self.deferred: dict[str, ast.Lambda | ast.GeneratorExp] = {}  # name -> a lambda / generator not yet run
         self.checks_returncode = False
-        self.branches: dict[tuple[int, int], tuple[bool, set[str]]] = {}
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError):
             self.facts.parsed = False
             return
-        # What each `if` does when its test fails, read before pruning: the branch that stops the run is the
-        # one that never runs when the check passes (executed.py would remove it).
-        self.branches = {(n.lineno, n.col_offset): (_stops(n.body) or _stops(n.orelse), _mutated(n.body) |
-                                                    _mutated(n.orelse)) for n in ast.walk(tree) if isinstance(n, ast.If)}
+        _mark_branches(tree)
         if ran is not None:
             tree = prune(tree, ran)
         for node in ast.walk(tree):
@@ -401,7 +458,7 @@ class _Python:
                     if t & LOOKED_AT:
                         self.note("inspected", s.lineno)
                     self.shown(t, s.lineno)
-                stops, _ = self.branches.get((s.lineno, s.col_offset), (False, set()))
+                stops, _ = getattr(s, "amb_branch", (False, set()))
                 if stops:
                     self.commit(t)
             if constant is not True:
@@ -409,7 +466,7 @@ class _Python:
             if constant is not False:
                 self.block(s.orelse)
             if pending(t):  # problems.append(...) under the test: the list now carries its checks
-                for name in self.branches.get((s.lineno, s.col_offset), (False, set()))[1]:
+                for name in getattr(s, "amb_branch", (False, set()))[1]:
                     self.tags[name] = self.tags.get(name, set()) | pending(t)
         elif isinstance(s, (ast.With, ast.AsyncWith)):
             for item in s.items:
@@ -467,6 +524,53 @@ class _Python:
                 self.alias[a.asname or a.name] = f"{module}.{a.name}" if module else a.name
             if not self.quiet and module:
                 self.facts.imports.add(module.split(".")[0])
+            if isinstance(s, ast.ImportFrom) and not s.level and f"{module}.{a.name}" in self.in_process():
+                self.load_module(f"{module}.{a.name}")  # from pkg import checks: a submodule
+            elif module and not getattr(s, "level", 0):
+                self.load_module(module)
+
+    def in_process(self) -> dict[str, Module]:
+        """The workspace modules this process imported, by import name (also by their last part: a
+        folder the cell put on sys.path)."""
+        mods = [m for m in self.modules if not m.child]
+        out = {m.dotted: m for m in mods}
+        for m in mods:
+            tail = m.dotted.rsplit(".", 1)[-1]
+            if sum(x.dotted.rsplit(".", 1)[-1] == tail for x in mods) == 1:
+                out.setdefault(tail, m)
+        return out
+
+    def load_module(self, name: str) -> None:
+        """A workspace module the cell imported and the tracer saw run: its functions are read where the
+        cell calls them (on the lines that ran in them), its imports and model classes as the cell's."""
+        m = self.in_process().get(name)
+        if m is None or m.dotted in self.loaded or len(self.loaded) >= 64:
+            return
+        self.loaded.add(m.dotted)
+        try:
+            tree = ast.parse(m.source)
+        except (SyntaxError, ValueError, RecursionError):
+            return
+        _mark_branches(tree)
+        tree = prune(tree, m.ran)
+        saved, self.alias = self.alias, {}
+        try:
+            for s in tree.body:
+                if isinstance(s, (ast.Import, ast.ImportFrom, ast.ClassDef)):
+                    self.stmt(s)
+            own = dict(self.alias)
+        finally:
+            self.alias = {**own, **saved}  # the cell's own names win
+        for s in tree.body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                own[s.name] = f"{m.dotted}.{s.name}"
+        for s in tree.body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.module_defs[f"{m.dotted}.{s.name}"] = (s, own)
+        if name != m.dotted:  # imported by its last part: calls resolve to that name
+            for s in tree.body:
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.module_defs[f"{name}.{s.name}"] = (s, own)
 
     def bind(self, target: ast.AST, tags: set[str], value: ast.AST | None) -> None:
         if isinstance(target, ast.Name):
@@ -629,6 +733,8 @@ class _Python:
             for a in (later.args.args if isinstance(later, ast.Lambda) else []):
                 self.tags[a.arg] = set(args) or {IN}
             return self.expr(body, check)
+        if name in self.module_defs:  # a function of a workspace module the cell imported: its code that ran
+            return self.call_def(name, given, line)
         if inspecting:
             if given & LOOKED_AT:
                 self.note("inspected", line)
@@ -699,7 +805,12 @@ class _Python:
 
     def call_def(self, name: str, given: set[str], line: int) -> set[str]:
         if name not in self.def_tags and name not in self.active:
-            node = self.defs[name]
+            saved = self.alias
+            if name in self.module_defs:
+                node, own = self.module_defs[name]
+                node, self.alias = _relabel(node, line), {**saved, **own}
+            else:
+                node = self.defs[name]
             self.active.add(name)
             before = len(self.facts.methods), len(self.facts.model_calls)
             for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
@@ -713,6 +824,7 @@ class _Python:
             did = (len(self.facts.methods), len(self.facts.model_calls)) != before
             self.def_tags[name] = returned | ({RES} if did else set())
             self.active.discard(name)
+            self.alias = saved
         if not self.quiet:
             self.facts.names.add(name)
         out = set(self.def_tags.get(name, ()))
@@ -757,7 +869,7 @@ class _Python:
         """subprocess / os.system / runpy / exec(open(..).read()) running a script a cell wrote."""
         if name in ("os.system", "subprocess.getoutput") and node.args:
             shell = " ".join(s for s in _strings(node.args[0]))
-            self.merge(_Shell(shell, self.scripts, self.depth + 1).facts, line)
+            self.merge(_Shell(shell, self.scripts, self.depth + 1, None, self.modules).facts, line)
             return True
         if name.startswith("subprocess.") or name in ("runpy.run_path", "exec"):
             # A child's failure does not fail the cell unless checked: check=True, check_call /
@@ -765,19 +877,27 @@ class _Python:
             checked = name in ("runpy.run_path", "exec", "subprocess.check_call", "subprocess.check_output") or any(
                 k.arg == "check" and isinstance(k.value, ast.Constant) and k.value.value is True
                 for k in node.keywords) or self.checks_returncode
-            for s in _strings(node):
+            words = _strings(node)
+            for k, s in enumerate(words):
                 script = _file_name(s)
                 if script.endswith((".py", ".sh")):
                     self.quiet += not checked
-                    self.run(script, line)
+                    self.run(script, line, s, _one_case(words[k + 1:]))
                     self.quiet -= not checked
             return name != "exec"
         return False
 
-    def run(self, script: str, line: int) -> None:
+    def run(self, script: str, line: int, arg: str | None = None, one: bool = False) -> None:
         if not self.quiet:
             self.facts.runs.append(script)
         known = {**self.scripts, **self.facts.scripts}  # written by an earlier cell or earlier in this one
+        child = _child_script(self.modules, arg or script)
+        if child is not None and self.depth < 3:  # the child ran traced: the text and lines that ran
+            facts = _read_child(child, known, self.modules, self.depth + 1)
+            self.merge(facts, line)
+            if one and facts.methods and line not in self.facts.methods_one:
+                self.note("methods_one", line)
+            return
         source = known.get(script)
         if source is not None and self.depth < 3:
             self.merge(read_cell(source, "bash" if script.endswith(".sh") else "python", known, self.depth + 1), line)
@@ -805,11 +925,13 @@ class _Shell:
 
     With the cell's xtrace (`ran`, sandbox/xtrace.py) only the commands bash ran are read: a command
     under `if false`, in a function never called, after an `exit` that ran, or after `&&` / `||`
-    whose left side decided against it earns nothing. Scripts the cell starts are read as text."""
+    whose left side decided against it earns nothing. A python script the cell starts is read on the text
+    and lines that ran where the tracer followed the child (`modules`), else as the text a cell wrote."""
 
-    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: ShellRan | None = None):
+    def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: ShellRan | None = None,
+                 modules: tuple[Module, ...] = ()):
         self.facts = CodeFacts(lines=code.splitlines())
-        self.scripts, self.depth = dict(scripts), depth
+        self.scripts, self.depth, self.modules = dict(scripts), depth, modules
         lines, i, commands = self.facts.lines, 0, []
         while i < len(lines):
             line, body, start = lines[i], None, i + 1
@@ -885,16 +1007,29 @@ class _Shell:
             return
         if V.PYTHONS.match(prog):
             rest = words[1:]
+            while rest and rest[0] in ("-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-q", "-X") or \
+                    rest[:1] == ["-W"]:  # interpreter options before the script (-X / -W take a value)
+                rest = rest[2:] if rest[0] in ("-X", "-W") else rest[1:]
             if not rest or rest[0] in ("--version", "-V"):
                 f.env_checks.append(line)
             if rest[:1] == ["-c"] and len(rest) > 1:
                 f.merge(read_cell(rest[1], "python", self.scripts, self.depth + 1), line)
             elif rest[:1] == ["-"] and body is not None:
                 f.merge(read_cell(body, "python", self.scripts, self.depth + 1), line)
+            elif rest[:1] == ["-m"] and len(rest) > 1 and _child_script(self.modules, rest[1].replace(".", "/") + ".py"):
+                child = _child_script(self.modules, rest[1].replace(".", "/") + ".py")
+                f.runs.append(posixpath.basename(child.path))
+                f.merge(_read_child(child, self.scripts, self.modules, self.depth + 1), line)
             elif rest and rest[0].endswith(".py"):
                 script = _file_name(rest[0])
                 f.runs.append(script)
-                if script in self.scripts and self.depth < 3:
+                child = _child_script(self.modules, rest[0])
+                if child is not None and self.depth < 3:  # traced: the text and lines that ran
+                    facts = _read_child(child, self.scripts, self.modules, self.depth + 1)
+                    f.merge(facts, line)
+                    if _one_case(rest[1:]) and facts.methods and line not in f.methods_one:
+                        f.methods_one.append(line)
+                elif script in self.scripts and self.depth < 3:
                     f.merge(read_cell(self.scripts[script], "python", self.scripts, self.depth + 1), line)
                 elif any(_constant_tags(w) & {IN, OUTP} for w in rest[1:]):
                     f.methods.append(line)  # a program we cannot read (shipped with the data) run on the data

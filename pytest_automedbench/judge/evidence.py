@@ -9,7 +9,8 @@ Pilot and full run are told apart by the cases the outputs cover after each cell
 answers.json with every answer is a full run, the same file with one answer a pilot.
 
 Where the harness traced a python cell (TraceEvent.executed, sandbox/tracer.py), only the code that
-ran is read (executed.py); a cell whose trace shows tampering has no facts at all.
+ran is read (executed.py), and so are the agent's modules it imported and the scripts its child processes
+ran, where the tracer followed them; a cell whose trace shows tampering has no facts at all.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from .. import safefs
 from ..agents.loop import RunRecord, TraceEvent
 from .code import CodeFacts, read_cell
-from .executed import ran_of, tampered
+from .executed import modules_of, ran_of, tampered
 
 STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -72,7 +73,7 @@ def read_run(record: RunRecord) -> list[Cell]:
             facts = CodeFacts(lines=(e.code or "").splitlines())
         else:
             ran = ran_of(e.executed, e.language or "python")
-            facts = read_cell(e.code, e.language, scripts, ran=ran)
+            facts = read_cell(e.code, e.language, scripts, ran=ran, modules=modules_of(e.executed))
         scripts.update(facts.scripts)
         now = cases_after(e)
         cells.append(Cell(e, facts, now, max(0, now - before)))

@@ -51,6 +51,42 @@ class Ran:
             return None
 
 
+@dataclass(frozen=True)
+class Module:
+    """An agent-written python file that ran during a cell (the tracer's `modules`): imported by the
+    cell (`main` False, in the cell's process) or run by a child process the cell started (a script
+    from bash, `subprocess.run([sys.executable, "run.py"])`: `child`; its `__main__` file has `main`).
+    `source` is the text that ran, sealed in the trace; `ran` its lines, cut as a cell's are."""
+
+    path: str
+    source: str
+    ran: Ran
+    child: bool = False
+    main: bool = False
+
+    @property
+    def dotted(self) -> str:
+        """The name an import gives it: pkg/util.py -> pkg.util, pkg/__init__.py -> pkg."""
+        stem = self.path[:-3] if self.path.endswith(".py") else self.path
+        stem = stem[:-len("/__init__")] if stem.endswith("/__init__") else stem
+        return stem.replace("/", ".")
+
+
+def modules_of(executed: dict[str, Any] | None) -> tuple[Module, ...]:
+    """The traced modules of a cell whose trace verified (none for an untraced or tampered cell, or an
+    entry without its source: over the tracer's size cap, it is read as if it were not traced)."""
+    if not isinstance(executed, dict) or executed.get("status") not in TRACED:
+        return ()
+    out = []
+    for m in executed.get("modules") or ():
+        if not isinstance(m, dict) or not isinstance(m.get("path"), str) or not isinstance(m.get("source"), str):
+            continue
+        ran = Ran.of({**m, "status": "complete"})
+        if ran is not None and m["path"].endswith(".py"):
+            out.append(Module(m["path"], m["source"], ran, m.get("process") == "child", bool(m.get("main"))))
+    return tuple(out)
+
+
 def tampered(executed: dict[str, Any] | None) -> str | None:
     """Why the cell's trace earns nothing (the cell disabled, closed or forged its tracer), or None."""
     if isinstance(executed, dict) and executed.get("status") == "tampered":

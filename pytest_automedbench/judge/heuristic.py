@@ -162,16 +162,68 @@ def unwrapped(raw: list[str]) -> list[str]:
     """plan.md's lines (list markers and headings stripped) with a sentence wrapped over several lines
     joined back: a line continues the one before when it starts no list item or heading and the one
     before holds 5+ words and ends without a sentence's or a clause's end (list items, and one-word
-    keyword lines, are never joined into a sentence)."""
+    keyword lines, are never joined into a sentence). A choice label on a line of its own ("Decision:",
+    "## Chosen model") is joined with the line that follows it: that line is what it chose."""
     out: list[str] = []
+    label = False
     for ln in raw:
         prev = out[-1].rstrip() if out else ""
-        if (ln.strip() and not LIST_ITEM.match(ln) and prev and _words(prev) >= 5
+        if ln.strip() and label:
+            out[-1] = prev.rstrip(":") + ": " + LIST_ITEM.sub("", ln).strip()
+        elif (ln.strip() and not LIST_ITEM.match(ln) and prev and _words(prev) >= 5
                 and not re.search(r"[.!?:;]$", prev)):
             out[-1] = prev + " " + ln.strip()
         else:
             out.append(LIST_ITEM.sub("", ln))
+        if ln.strip():
+            label = _words(ln) <= 4 and bool(P.CHOICE_WORDS.search(ln)) and (
+                ln.rstrip().endswith(":") or ln.lstrip().startswith("#"))
     return out
+
+
+def _table_choices(raw: list[str]) -> list[str]:
+    """Rows of a markdown table chosen by a column named for the choice ("chosen", "use?", "decision")
+    holding a yes, a tick or the column's own word."""
+    rows, out = [], []
+    for ln in raw + [""]:
+        if ln.strip().startswith("|"):
+            rows.append([c.strip().strip("*_` ") for c in ln.strip().strip("|").split("|")])
+            continue
+        if len(rows) >= 3:
+            header = [c.lower() for c in rows[0]]
+            cols = [i for i, c in enumerate(header) if P.CHOICE_WORDS.search(c) and _words(c) <= 3]
+            for row in rows[2:]:
+                if any(i < len(row) and re.fullmatch(r"(?i)yes|y|x|true|✓|✔|✅|★|\*|chosen|selected|picked|use[ds]?|"
+                                                     r"winner|final", row[i]) for i in cols):
+                    out.append(" | ".join(row))
+        rows = []
+    return out
+
+
+def choice_with_reason(raw: list[str]) -> str | None:
+    """The plan's sentence (or table row) that chooses a model or method, where the plan also says why:
+    in that sentence, the next one, or another sentence naming the same model. None otherwise."""
+    lines = unwrapped(raw)
+    sentences: list[tuple[int, str]] = []
+    for n, ln in enumerate(lines):
+        parts = [x for x in re.split(r"(?<=[.!?;])\s+", ln) if x.strip()]
+        for k, x in enumerate(parts):
+            # "... no training needed. Chosen." / "(chosen)": a short choice mark chooses its whole line
+            if _words(x) < 5 and P.CHOICE_WORDS.search(x) and len(parts) > 1 and _words(ln) >= 5:
+                x = ln
+            elif _words(x) < 5 and not (P.CHOICE_WORDS.search(x) and ":" in x and _words(x) >= 2):
+                continue
+            sentences.append((n, x))
+    rows = _table_choices(raw)
+    sentences += [(len(lines), row) for row in rows]
+    names = lambda x: {m.group(0).lower() for m in P.MODEL_WORDS.finditer(x)}  # noqa: E731
+    for i, (n, x) in enumerate(sentences):
+        if not (x in rows or P.CHOICE_WORDS.search(x)) or not (P.MODEL_WORDS.search(x) or P.METHOD_NOUNS.search(x)):
+            continue
+        near = [y for j, (m, y) in enumerate(sentences) if j == i + 1 or (names(x) and names(x) & names(y))]
+        if P.REASON_WORDS.search(x) or any(P.REASON_WORDS.search(y) for y in near) or (x in rows and _words(x) >= 5):
+            return x
+    return None
 
 
 def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None) -> StageVerdict:
@@ -198,12 +250,11 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
            note or f"plan.md {words} words, {len(prose)} sentences of 5+ words")
     steps = [ln for ln in raw if P.STEP_LINE.match(ln) and _words(ln) >= 3]
     v.item("clear_pipeline", len(steps) >= 3, note or f"{len(steps)} numbered or bulleted steps of 3+ words")
-    sentences = [x for ln in unwrapped(raw) for x in re.split(r"(?<=[.!?;])\s+", ln) if _words(x) >= 5]
-    chosen = next((x for x in sentences if P.CHOICE_WORDS.search(x)
-                   and (P.MODEL_WORDS.search(x) or P.METHOD_NOUNS.search(x))), None)
+    chosen = choice_with_reason(raw)
     models = sorted({m.group(0).lower() for ln in lines if _words(ln) >= 4 for m in P.MODEL_WORDS.finditer(ln)})
     v.item("model_chosen", chosen is not None,
-           note or (f"chosen in: {chosen.strip()[:120]}" if chosen else "no sentence chooses a model or method"))
+           note or (f"chosen in: {chosen.strip()[:120]}" if chosen else
+                   "no sentence chooses a model or method and says why"))
     v.item("three_models_researched", len(models) >= 3,
            note or f"{len(models)} distinct models named in sentences: {', '.join(models) or 'none'}")
     png = workspace / "plan.png"
@@ -339,6 +390,10 @@ def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()
     model = first(ran, lambda c: c.facts.models)
     where_device = device.cite(device.facts.device[0]) if device else None
     where_model = model.cite(model.facts.models[0]) if model else None
+    if where_model is None:  # a model that is not a network (a card, centroids): the cell that read its files
+        read = first(ran, lambda c: reads.opened.get(c.index) is not None and reads.model_reads(c))
+        if read is not None:
+            where_model = f"cell {read.index}, which read {', '.join(reads.model_reads(read)[:2])} (the task's model)"
     workspace = list(roots)[0] if len(list(roots)) >= 2 else None
     for c in ran if where_device is None or where_model is None else ():  # helper modules the cells imported
         for path, facts in reads.helpers(c, workspace):

@@ -18,8 +18,19 @@ MODEL_WORDS = re.compile(
 # What a chosen method is called when it is not a named model (a shipped classifier, a classical filter).
 METHOD_NOUNS = re.compile(r"\b(models?|methods?|network|architecture|classifier|detector|segmenter|filter|"
                           r"denoiser|answerer|retriever|writer|interpolation|algorithm|backbone|checkpoint|"
-                          r"weights|regressor|estimator|rules?|heuristic)\b", re.I)
-CHOICE_WORDS = re.compile(r"\b(use|using|chose|choose|chosen|select\w*|pick\w*|go with|adopt\w*)\b", re.I)
+                          r"weights|regressor|estimator|rules?|heuristic|centroids?|card|k-?nn|nearest[- ]\w+|cnn|"
+                          r"tv|total[- ]variation|non-local means|nl-?means|approach|pipeline|option|candidate)\b", re.I)
+# A sentence that decides: the verbs and labels a plan chooses with ("Decision: ...", "I prefer ...", "-> I use this").
+CHOICE_WORDS = re.compile(
+    r"\b(use|using|uses|chose|choose|chosen|choice|decision|decided?|select\w*|pick\w*|go(ing)? with|went with|"
+    r"adopt\w*|prefer\w*|opt(s|ed|ing)? for|settled? on|stick with|rely on|relying on|fall ?back (to|on)|"
+    r"(try|tries|trying) [\w-]+( [\w-]+)? first|final (pick|model|method|answer)|winner)\b|(?:->|→|<-|←|=>)\s*\w", re.I)
+# A reason given for a choice (the rubric: "chooses ... and says why").
+REASON_WORDS = re.compile(
+    r"\b(because|since|as (it|its|this|they|the|there|no|only)|due to|given|so that|thanks to|why|reason\w*|only|"
+    r"which|it (is|has|was|covers|runs|knows|needs|works|fits|matches|handles|keeps|preserves|removes|understands|"
+    r"generalises|generalizes)|better|best|stronger|faster|fast|cheap\w*|fitted|tuned|trained|pre-?trained|"
+    r"fits?|suits?|suited|built for|made for|designed for|no (training|weights)|offline|available|ready)\b", re.I)
 STEP_LINE = re.compile(r"^\s*(\d+[.)]|[-*])\s+\S", re.M)
 ENV_FAILURE = re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|ERROR: Could not|ResolutionImpossible|"
                          r"pip\S* .*error|command not found", re.I)

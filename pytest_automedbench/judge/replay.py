@@ -169,12 +169,14 @@ def mutate(workspace: Path, kind: str) -> str | None:
 # -- the replay ---------------------------------------------------------------------------------------
 def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., Any],
                history: History | None = None, budget_s: float = BUDGET_S,
-               max_cells: int = MAX_CELLS, public: Path | None = None, n_cases: int = 0) -> dict[str, Any]:
-    """Replay the run's candidate check cells, then its pilot on broken cases (replay_pilot.py, `n_cases`:
-    the task's case count, to tell the pilot from the full run), then the cell that loaded weights and
-    wrote outputs with its weights perturbed; writes `replay` on their trace events. Returns a summary (cells replayed,
-    seconds, the weights verdict) for result.json. `make_sandbox(workspace_copy, public=None)` builds a
-    guarded sandbox (`public`: a folder to bind in place of the public data)."""
+               max_cells: int = MAX_CELLS, public: Path | None = None, n_cases: int = 0,
+               pilot: bool = False) -> dict[str, Any]:
+    """Replay the run's candidate check cells, then the cell that loaded weights and wrote outputs with its
+    weights perturbed, then (`pilot`) its pilot on broken cases (replay_pilot.py, `n_cases`: the task's case
+    count, to tell the pilot from the full run); writes `replay` on their trace events. The replays that can
+    change a score go first: the pilot's is evidence only and gets what is left of the budget. Returns a
+    summary (cells replayed, seconds, the weights verdict) for result.json. `make_sandbox(workspace_copy,
+    public=None)` builds a guarded sandbox (`public`: a folder to bind in place of the public data)."""
     history = history or History(record)
     started = time.monotonic()
     summary: dict[str, Any] = {"cells": 0, "seconds": 0.0}
@@ -183,19 +185,19 @@ def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., A
         return summary
     _replay_checks(record, workspace, make_sandbox, history, budget_s, max_cells, started, summary)
     left = budget_s - (time.monotonic() - started)
-    if max_cells > 0 and left >= 5:  # the pilot's check, on broken cases (replay_pilot.py)
-        from .replay_pilot import BUDGET_S as PILOT_S, replay_pilot
-
-        pilot = replay_pilot(record, workspace, public, make_sandbox, history, n_cases, min(PILOT_S, left))
-        if pilot is not None:
-            summary["pilot"] = {k: v for k, v in pilot.items() if k != "inconclusive"}
-    left = budget_s - (time.monotonic() - started)
     if left >= 5:
         from .replay_weights import replay_weights
 
         weights = replay_weights(record, workspace, public, make_sandbox, history, left)
         if weights is not None:
             summary["weights"] = weights
+    left = budget_s - (time.monotonic() - started)
+    if pilot and max_cells > 0 and left >= 5:  # the pilot's check, on broken cases (replay_pilot.py)
+        from .replay_pilot import BUDGET_S as PILOT_S, replay_pilot
+
+        verdict = replay_pilot(record, workspace, public, make_sandbox, history, n_cases, min(PILOT_S, left))
+        if verdict is not None:
+            summary["pilot"] = {k: v for k, v in verdict.items() if k != "inconclusive"}
     summary["seconds"] = round(time.monotonic() - started, 3)
     return summary
 

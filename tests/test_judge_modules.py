@@ -1,0 +1,219 @@
+"""The judge reads the agent's own python files where they ran (judge/code.py, executed.Module).
+
+Real agents keep their checks and loaders in files: a helper module a cell imports, a script a bash cell
+or `subprocess` runs. Where the tracer followed those files, the judge reads the text that ran, cut to
+the lines that ran, as if it were the cell's: a check in `checks.check_seg` that can stop the run counts
+where the cell calls it; one that never ran, or a check function that cannot fail, earns nothing.
+
+The modules' executed lines here come from running them under a small `sys.settrace` recorder with the
+tracer's semantics (lines, arcs, exits, code objects called); the tracer itself is tested in
+tests/test_trace_modules.py.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from pytest_automedbench.judge.code import read_cell
+from pytest_automedbench.judge.executed import Module, Ran, modules_of
+
+
+def run_traced(source: str, path: str, calls: str = "") -> Ran:
+    """Run `source` as module `path` (then `calls` in its namespace) and record what of it ran."""
+    lines, arcs, exits, called, last = set(), set(), set(), set(), {}
+
+    def local(frame, event, arg):
+        if event == "line":
+            if last.get(frame, -1) >= 0:
+                arcs.add((last[frame], frame.f_lineno))
+            lines.add(frame.f_lineno)
+            last[frame] = frame.f_lineno
+        elif event == "return" and last.get(frame, -1) >= 0:
+            exits.add(last.pop(frame))
+        elif event == "exception":
+            last[frame] = -1
+        return local
+
+    def glob(frame, event, arg):
+        if frame.f_code.co_filename != path:
+            return None
+        code = frame.f_code
+        col = next((c for ln, _, c, e in code.co_positions() if ln is not None and c is not None and (c, e) != (0, 0)), -1)
+        called.add((code.co_name, code.co_firstlineno, col))
+        last[frame] = -1
+        return local
+
+    space: dict = {"__name__": path[:-3].replace("/", "."), "np": np}
+    sys.settrace(glob)
+    try:
+        exec(compile(source, path, "exec"), space)
+        if calls:
+            try:
+                exec(calls, space)
+            except Exception:
+                pass
+    finally:
+        sys.settrace(None)
+    return Ran(frozenset(lines), frozenset(arcs), frozenset(exits), frozenset(called))
+
+
+CHECKS = textwrap.dedent("""\
+    import numpy as np
+
+
+    def check_seg(seg):
+        if seg.shape != (4, 4):
+            raise ValueError(f"shape {seg.shape}")
+        labels = set(np.unique(seg).tolist())
+        if not labels <= {0, 1}:
+            raise ValueError(f"labels {labels}")
+        return True
+
+
+    def never_called(seg):
+        assert seg.max() <= 1
+    """)
+
+CELL = textwrap.dedent("""\
+    import numpy as np
+    import nibabel as nib
+    from checks import check_seg
+    img = nib.load("/public/images/case_0.nii.gz").get_fdata()
+    seg = (img > img.mean()).astype("uint8")
+    check_seg(seg)
+    nib.save(nib.Nifti1Image(seg, np.eye(4)), "outputs/case_0.nii.gz")
+    """)
+
+
+def module(source: str, path: str, calls: str = "", child: bool = False, main: bool = False) -> Module:
+    return Module(path, source, run_traced(source, path, calls), child, main)
+
+
+def test_a_check_in_an_imported_module_counts_where_the_cell_calls_it():
+    checks = module(CHECKS, "checks.py", "check_seg(np.zeros((4, 4), 'uint8'))")
+    facts = read_cell(CELL, modules=(checks,))
+    assert facts.shape_checks == [6] and facts.range_checks == [6], facts
+    assert facts.line(6) == "check_seg(seg)"  # cited on the cell's line that called it
+    untraced = read_cell(CELL)  # no trace of the module: nothing read into it
+    assert not untraced.shape_checks and not untraced.range_checks
+
+
+def test_a_module_check_that_never_ran_or_cannot_fail_earns_nothing():
+    checks = module(CHECKS, "checks.py")  # imported, check_seg never called: its body did not run
+    assert not read_cell(CELL, modules=(checks,)).range_checks
+    hollow = textwrap.dedent("""\
+        def check_seg(seg):
+            if False:
+                raise ValueError("never")
+            assert seg is not None
+            assert len(seg) >= 0 or True
+            return True
+        """)
+    hollow_mod = module(hollow, "checks.py", "check_seg(np.zeros((4, 4)))")
+    facts = read_cell(CELL, modules=(hollow_mod,))
+    assert not facts.range_checks and not facts.shape_checks, facts
+    # the module's own import line ran, so a text check with the same name elsewhere in it counts nothing
+    cell_calls_other = CELL.replace("check_seg(seg)", "print(seg.sum())")
+    assert not read_cell(cell_calls_other, modules=(module(CHECKS, "checks.py", "check_seg(np.zeros((4, 4)))"),)).range_checks
+
+
+def test_module_functions_follow_their_own_imports_and_calls():
+    source = textwrap.dedent("""\
+        import numpy as numeric
+        from util import labels_ok
+
+
+        def check_seg(seg):
+            ok = labels_ok(seg)
+            if not ok:
+                raise SystemExit("FAIL labels")
+        """)
+    util = textwrap.dedent("""\
+        def labels_ok(seg):
+            return set(seg.ravel().tolist()) <= {0, 1}
+        """)
+    util_mod = Module("util.py", util, Ran(frozenset({1, 2}), frozenset({(1, 2)}), frozenset({2}),
+                                            frozenset({("labels_ok", 1, 0)})))
+    cell = CELL.replace("from checks import check_seg", "from pkg.checks import check_seg")
+    # check_seg's body as it ran: lines 6-7 ran, 8 (the raise) did not: the if still decides a stop
+    ran = Ran(frozenset({1, 2, 5, 6, 7}), frozenset({(1, 2), (2, 5), (6, 7)}), frozenset({7}),
+              frozenset({("check_seg", 5, 0)}))
+    facts = read_cell(cell, modules=(Module("pkg/checks.py", source, ran), util_mod))
+    assert facts.range_checks == [6] or facts.shape_checks == [6], facts
+    assert Module("pkg/checks.py", source, ran).dotted == "pkg.checks" and Module("pkg/__init__.py", "", ran).dotted == "pkg"
+
+
+RUN_PY = textwrap.dedent("""\
+    import os
+    import sys
+    import numpy as np
+
+    def segment(x):
+        return (x > x.mean()).astype("uint8")
+
+    x = np.load(os.environ["AMB_PUBLIC_DIR"] + "/images/case_0.npy")
+    seg = segment(x)
+    if "--pilot" in sys.argv:
+        assert set(np.unique(seg).tolist()) <= {0, 1}, "labels"
+        print("pilot ok")
+    else:
+        np.save("outputs/case_0.npy", seg)
+    """)
+
+
+@pytest.fixture
+def one_case_data(tmp_path, monkeypatch):
+    """A public folder with one case, the working folder with outputs/ (the scripts run here)."""
+    (tmp_path / "images").mkdir()
+    np.save(tmp_path / "images" / "case_0.npy", np.arange(16.0).reshape(4, 4))
+    monkeypatch.setenv("AMB_PUBLIC_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()
+
+
+def test_a_script_a_bash_cell_ran_is_read_on_what_the_child_ran(one_case_data):
+    pilot = Module("run.py", RUN_PY, run_traced(RUN_PY.replace('"--pilot" in sys.argv', "True"), "run.py"),
+                   child=True, main=True)
+    facts = read_cell("cd $AMB_WORKSPACE && python3 -u run.py --pilot", "bash", modules=(pilot,))
+    assert facts.range_checks == [1] and facts.runs == ["run.py"], facts
+    full = Module("run.py", RUN_PY, run_traced(RUN_PY.replace('"--pilot" in sys.argv', "False"), "run.py"),
+                  child=True, main=True)
+    facts = read_cell("python3 run.py", "bash", modules=(full,))
+    assert not facts.range_checks and facts.methods, facts  # the assert did not run in the full run
+    # from a python cell, through subprocess with check=True
+    cell = "import subprocess, sys\nsubprocess.run([sys.executable, 'run.py', '--pilot'], check=True)\n"
+    assert read_cell(cell, modules=(pilot,)).range_checks == [2]
+    # an untraced child is read as before: the text a cell wrote (here none)
+    assert not read_cell("python3 run.py --pilot", "bash").range_checks
+
+
+def test_modules_of_reads_only_verified_traces_with_source():
+    entry = {"path": "checks.py", "source": CHECKS, "process": "cell", "main": False,
+             "lines": [1, 4], "arcs": [[1, 4]], "exits": [4], "calls": [["<module>", 1, 0]]}
+    good = {"status": "complete", "lines": [1], "modules": [entry, {"path": "big.py", "process": "cell"}]}
+    mods = modules_of(good)
+    assert [m.path for m in mods] == ["checks.py"] and not mods[0].child
+    assert modules_of({**good, "status": "tampered"}) == ()
+    assert modules_of({**good, "modules": [{**entry, "lines": ["x"]}]}) == ()
+    assert modules_of(None) == () and modules_of({"status": "complete", "modules": "junk"}) == ()
+
+
+def test_a_child_script_run_on_one_case_is_a_pilot(one_case_data):
+    from pytest_automedbench.judge.code import _one_case
+
+    run_all = RUN_PY.replace('x = np.load(os.environ["AMB_PUBLIC_DIR"] + "/images/case_0.npy")',
+                             'd = os.environ["AMB_PUBLIC_DIR"] + "/images"\n'
+                             'x = np.stack([np.load(os.path.join(d, f)) for f in sorted(os.listdir(d))])')
+    child = Module("run.py", run_all, run_traced(run_all, "run.py"), child=True, main=True)
+    for one in ("python3 run.py --limit 1", "python3 run.py --cases case_000 --check", "python3 run.py case_0.nii.gz",
+                "python3 run.py --limit=1"):
+        assert read_cell(one, "bash", modules=(child,)).methods_one == [1], one
+    for many in ("python3 run.py", "python3 run.py --limit 10", "python3 run.py --cases case_000,case_001",
+                 "python3 run.py --cases all", "python3 run.py --cases case_000 case_001"):
+        assert not read_cell(many, "bash", modules=(child,)).methods_one, many
+    cell = "import subprocess, sys\nsubprocess.run([sys.executable, 'run.py', '--limit', '1'], check=True)\n"
+    assert read_cell(cell, modules=(child,)).methods_one == [2]
+    assert _one_case(["--check", "--case", "case_003"]) and not _one_case(["--check"])
