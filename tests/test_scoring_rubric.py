@@ -223,6 +223,8 @@ def test_task_medals_block_wins():
      True),
     ("I prefer a pre-trained CNN because it generalises over brightness changes better than features.", True),
     ("Chosen: TV with the card's parameters; it is the only tuned option.", True),
+    ("2. Choose the model: we use the shipped retrieval writer (nearest bank image, its report);\n"
+     "   alternatives considered: CheXagent, RadFM and LLaVA-Med (need GPUs and downloads).", True),
     ("use the kNN answerer from models/, answer everything, save answers.json", False),  # no reason
     ("We will segment the brain with a Gaussian filter and thresholds on every volume.", False),  # no choice
     ("| model | weights | chosen |\n|---|---|---|\n| UNet | shipped | no |\n| SwinUNETR | none | no |", False),

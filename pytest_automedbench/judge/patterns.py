@@ -30,7 +30,9 @@ REASON_WORDS = re.compile(
     r"\b(because|since|as (it|its|this|they|the|there|no|only)|due to|given|so that|thanks to|why|reason\w*|only|"
     r"which|it (is|has|was|covers|runs|knows|needs|works|fits|matches|handles|keeps|preserves|removes|understands|"
     r"generalises|generalizes)|better|best|stronger|faster|fast|cheap\w*|fitted|tuned|trained|pre-?trained|"
-    r"fits?|suits?|suited|built for|made for|designed for|no (training|weights)|offline|available|ready)\b", re.I)
+    r"fits?|suits?|suited|built for|made for|designed for|no (training|weights)|offline|available|ready|"
+    # ... or what rules the alternatives out: "alternatives (need GPUs and downloads)"
+    r"needs?|requires?|too \w+|unavailable|gated|heavy|slow|cannot|can't)\b", re.I)
 STEP_LINE = re.compile(r"^\s*(\d+[.)]|[-*])\s+\S", re.M)
 ENV_FAILURE = re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|ERROR: Could not|ResolutionImpossible|"
                          r"pip\S* .*error|command not found", re.I)
