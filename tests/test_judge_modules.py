@@ -217,3 +217,60 @@ def test_a_child_script_run_on_one_case_is_a_pilot(one_case_data):
     cell = "import subprocess, sys\nsubprocess.run([sys.executable, 'run.py', '--limit', '1'], check=True)\n"
     assert read_cell(cell, modules=(child,)).methods_one == [2]
     assert _one_case(["--check", "--case", "case_003"]) and not _one_case(["--check"])
+
+
+def test_a_def_reads_each_argument_as_its_own():
+    """check(name, seg, shape) in a loop over names: the checks on `seg` are value checks of the result,
+    not counts (the loop variable's list-ness does not leak into the other parameters)."""
+    cell = textwrap.dedent("""\
+        import os, sys
+        import numpy as np
+        import nibabel as nib
+        def validate(name, seg, shape):
+            labels = set(np.unique(seg).tolist())
+            if seg.shape != shape:
+                sys.exit(f"{name}: shape")
+            if labels != {0, 1, 2}:
+                sys.exit(f"{name}: labels")
+        for name in sorted(os.listdir("/public/images")):
+            img = nib.load(os.path.join("/public/images", name))
+            seg = (img.get_fdata() > 10).astype("uint8")
+            validate(name, seg, img.shape)
+        """)
+    facts = read_cell(cell)
+    assert 8 in facts.range_checks and facts.shape_checks == [6], facts
+
+
+def test_an_assert_whose_finally_returns_cannot_fail():
+    module_src = textwrap.dedent("""\
+        def validate(label, classes):
+            try:
+                assert label in classes, "unknown"
+            finally:
+                return True
+        """)
+    cell = "import numpy as np\nfrom validation import validate\nlabel = np.argmax(np.load('/public/x.npy'))\nvalidate(label, [0, 1])\n"
+    ran = Ran(frozenset({1, 2, 3, 5}), frozenset({(2, 3), (3, 5)}), frozenset({5}), frozenset({("validate", 1, 0)}))
+    facts = read_cell(cell, modules=(Module("validation.py", module_src, ran),))
+    assert not facts.range_checks and not facts.shape_checks, facts
+    honest = module_src.replace("    finally:\n        return True\n", "    except AssertionError:\n        raise\n")
+    ran = Ran(frozenset({1, 2, 3}), frozenset({(2, 3)}), frozenset({3}), frozenset({("validate", 1, 0)}))
+    assert read_cell(cell, modules=(Module("validation.py", honest, ran),)).range_checks == [4]
+
+
+def test_a_validation_script_given_the_pilots_file_checks_a_result():
+    validate_py = textwrap.dedent("""\
+        import csv, sys
+        rows = list(csv.reader(open(sys.argv[1])))
+        bad = [r for r in rows[1:] if r[1] not in ("a", "b")]
+        if bad:
+            print("FAIL", bad)
+            sys.exit(1)
+        """)
+    ran = Ran(frozenset({1, 2, 3, 4}), frozenset({(1, 2), (2, 3), (3, 4)}), frozenset({4}),
+              frozenset({("<listcomp>", 3, -1)}))
+    child = Module("validate.py", validate_py, ran, child=True, main=True)
+    wrote = frozenset({"pilot.csv"})
+    assert read_cell("python3 validate.py pilot.csv", "bash", modules=(child,), written=wrote).range_checks == [1]
+    # the same script given an input file (the run did not write it) checks nothing of a result
+    assert not read_cell("python3 validate.py labels.csv", "bash", modules=(child,), written=wrote).range_checks

@@ -93,6 +93,18 @@ def _always_true(node: ast.Compare) -> bool:
     return known and isinstance(value, (int, float)) and (value < 0 or (value == 0 and isinstance(op, ast.GtE)))
 
 
+def _leaves(stmts: list[ast.stmt]) -> bool:
+    """A `finally` body that returns, breaks or continues (outside a nested def): it swallows any exception."""
+    todo = list(stmts)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Return, ast.Break, ast.Continue)):
+            return True
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo += [c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt)]
+    return False
+
+
 def _stops(stmts: list[ast.stmt]) -> bool:
     """A branch that stops or flags the run: raise, sys.exit(non-zero), assert False, print("FAIL ...")."""
     for s in stmts:
@@ -187,21 +199,25 @@ class CodeFacts:
 
 @lru_cache(maxsize=512)
 def _read_cached(code: str, language: str, scripts: tuple[tuple[str, str], ...], depth: int,
-                 ran: Ran | ShellRan | None = None, modules: tuple[Module, ...] = ()) -> CodeFacts:
+                 ran: Ran | ShellRan | None = None, modules: tuple[Module, ...] = (),
+                 written: frozenset[str] = frozenset(), argv: frozenset[str] = frozenset()) -> CodeFacts:
     if language == "bash":
-        return _Shell(code, dict(scripts), depth, ran if isinstance(ran, ShellRan) else None, modules).facts
-    return _Python(code, dict(scripts), depth, ran if isinstance(ran, Ran) else None, modules).facts
+        return _Shell(code, dict(scripts), depth, ran if isinstance(ran, ShellRan) else None, modules, written).facts
+    return _Python(code, dict(scripts), depth, ran if isinstance(ran, Ran) else None, modules, written, argv).facts
 
 
 def read_cell(code: str | None, language: str | None = "python", scripts: Mapping[str, str] | None = None,
-              depth: int = 0, ran: Ran | ShellRan | None = None, modules: tuple[Module, ...] = ()) -> CodeFacts:
+              depth: int = 0, ran: Ran | ShellRan | None = None, modules: tuple[Module, ...] = (),
+              written: frozenset[str] = frozenset(), argv: frozenset[str] = frozenset()) -> CodeFacts:
     """The facts of one cell; `scripts` are files earlier cells wrote (name -> source), for runs of them;
     `ran`: what of the cell ran, by the harness's tracer or a bash cell's xtrace (executed.py): only
     that is read. `modules`: the agent's python files the trace saw run during the cell (executed.py's
     `Module`): a workspace module the cell imports is read where the cell calls its functions, a script
-    a child process ran where the cell starts it, each on the lines that ran and the text that ran."""
+    a child process ran where the cell starts it, each on the lines that ran and the text that ran.
+    `written`: names of workspace files the run wrote (the tracer's opens): a script started with one of them
+    (or an output) as an argument reads a result there (`argv`: the tags its `sys.argv` carries)."""
     return _read_cached(code or "", language or "python", tuple(sorted((scripts or {}).items())), depth, ran,
-                        tuple(modules))
+                        tuple(modules), frozenset(written), frozenset(argv))
 
 
 def _child_script(modules: tuple[Module, ...], arg: str) -> Module | None:
@@ -213,10 +229,19 @@ def _child_script(modules: tuple[Module, ...], arg: str) -> Module | None:
         None)
 
 
-def _read_child(m: Module, scripts: Mapping[str, str], modules: tuple[Module, ...], depth: int) -> CodeFacts:
-    """A child's script, with the modules the child processes imported as its own."""
+def _read_child(m: Module, scripts: Mapping[str, str], modules: tuple[Module, ...], depth: int,
+                words: list[str] = (), written: frozenset[str] = frozenset()) -> CodeFacts:
+    """A child's script, with the modules the child processes imported as its own; its arguments (`words`)
+    that name an output or a file the run wrote make `sys.argv` / argparse values results to check."""
     own = tuple(Module(x.path, x.source, x.ran) for x in modules if x.child and not x.main)
-    return read_cell(m.source, "python", scripts, depth, ran=m.ran, modules=own)
+    argv = set()
+    for w in words:
+        if OUTP in _constant_tags(w):
+            argv.add(OUT)
+        elif _file_name(w) in written:
+            argv.add(RES)
+    return read_cell(m.source, "python", scripts, depth, ran=m.ran, modules=own, written=written,
+                     argv=frozenset(argv))
 
 
 _LIMIT_FLAGS = re.compile(r"^--?(limit|n|num|max|max[-_]cases|first|head|count|cases[-_]limit)$")
@@ -240,11 +265,17 @@ def _one_case(args: list[str]) -> bool:
 
 
 def _mark_branches(tree: ast.AST) -> None:
-    """What each `if` does when its test fails, read before pruning (the branch that stops the run is the
-    one that never runs when the check passes: executed.py would remove it), kept on the node."""
+    """What each `if` does when its test fails and whether each `try` hides a failure, read before pruning
+    (the branch that stops the run, the handler that re-raises, never run when the check passes:
+    executed.py would remove them), kept on the node."""
     for n in ast.walk(tree):
         if isinstance(n, ast.If):
             n.amb_branch = (_stops(n.body) or _stops(n.orelse), _mutated(n.body) | _mutated(n.orelse))
+        elif isinstance(n, ast.Try) or type(n).__name__ == "TryStar":
+            # whether a handler hides the failure, read before pruning: a handler that never ran (nothing
+            # failed) is `pass` after it, and `except AssertionError: raise` is not a swallowing handler;
+            # a `return` / `break` / `continue` in `finally` discards the body's exception
+            n.amb_swallows = any(_swallows(h) for h in n.handlers) or _leaves(n.finalbody)
 
 
 def _relabel(node: ast.AST, line: int) -> ast.AST:
@@ -345,9 +376,11 @@ def _empty_iterable(node: ast.AST) -> bool:
 
 class _Python:
     def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: Ran | None = None,
-                 modules: tuple[Module, ...] = ()):
+                 modules: tuple[Module, ...] = (), written: frozenset[str] = frozenset(),
+                 argv: frozenset[str] = frozenset()):
         self.facts = CodeFacts(lines=code.splitlines())
         self.scripts, self.depth = scripts, depth
+        self.written, self.argv = written, argv  # files the run wrote; what this script's arguments carry
         self.modules = modules  # executed.Module: workspace modules imported (in-process) and children's files
         self.module_defs: dict[str, tuple[ast.FunctionDef, dict[str, str]]] = {}  # "mod.func" -> def, its aliases
         self.loaded: set[str] = set()
@@ -475,7 +508,9 @@ class _Python:
                     self.bind(item.optional_vars, t, item.context_expr)
             self.block(s.body)
         elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
-            hidden = any(_swallows(h) for h in s.handlers)
+            hidden = getattr(s, "amb_swallows", None)
+            if hidden is None:
+                hidden = any(_swallows(h) for h in s.handlers) or _leaves(s.finalbody)
             self.quiet += hidden
             self.block(s.body)
             self.quiet -= hidden
@@ -630,6 +665,8 @@ class _Python:
         if isinstance(node, ast.Call):
             return self.call(node, check)
         if isinstance(node, ast.Attribute):
+            if self.argv and isinstance(node.value, ast.Name) and self.dotted(node) == "sys.argv":
+                return set(self.argv)  # a script's arguments: an output or a file the run wrote
             t = self.expr(node.value, check)
             if node.attr in V.COMPAT_PROPS and IN in t and not t & LOOKED_AT:
                 t = t | {PROP + V.COMPAT_PROPS[node.attr]}  # a property of the input: counts once shown
@@ -711,12 +748,16 @@ class _Python:
             set(self.tags.get(func.id, ())) if isinstance(func, ast.Name) else self.expr(func, check)
         inspecting = last in ("print", "pprint", "display") or name.startswith(("logging.", "logger.", "log."))
         arg_check = check or inspecting or last in V.RANGE_CHECKS or last in V.SHAPE_CHECKS
-        args = set()
-        for a in node.args:
-            args |= self.expr(a, arg_check)
+        args, each = set(), []  # each: (position or keyword, the argument's tags), for a def's parameters
+        for i, a in enumerate(node.args):
+            t = self.expr(a, arg_check)
+            args |= t
+            each.append((None if isinstance(a, ast.Starred) else i, t))
         keywords = {k.arg for k in node.keywords if k.arg}
         for k in node.keywords:
-            args |= self.expr(k.value, arg_check)
+            t = self.expr(k.value, arg_check)
+            args |= t
+            each.append((k.arg, t))
         given = args | receiver
         if not self.quiet:
             self.facts.calls.setdefault(name, line)
@@ -733,8 +774,10 @@ class _Python:
             for a in (later.args.args if isinstance(later, ast.Lambda) else []):
                 self.tags[a.arg] = set(args) or {IN}
             return self.expr(body, check)
+        if self.argv and last in ("parse_args", "parse_known_args"):
+            return set(self.argv)
         if name in self.module_defs:  # a function of a workspace module the cell imported: its code that ran
-            return self.call_def(name, given, line)
+            return self.call_def(name, given, line, each)
         if inspecting:
             if given & LOOKED_AT:
                 self.note("inspected", line)
@@ -764,8 +807,8 @@ class _Python:
             return {HANDLE}
         if last in V.LISTERS:
             return ({OUT, LIST} if given & {OUTP, OUT} else {IN, LIST}) | (given & {ONE})
-        if last in V.READERS:
-            return ({OUT} if given & {OUTP, OUT} else {IN}) | (given & {ONE})
+        if last in V.READERS:  # a file named by a result (a script's argument the run wrote) holds a result
+            return ({OUT} if given & {OUTP, OUT} else {RES} if RES in given else {IN}) | (given & {ONE})
         prop = {PROP + V.COMPAT_PROPS[last]} if last in V.COMPAT_PROPS and IN in given and not given & LOOKED_AT \
             else set()
         if last in V.COMPAT_PROPS and last not in V.RANGE_CHECKS:  # a property read: get_zooms(), affine ...
@@ -781,7 +824,7 @@ class _Python:
                 given = given | {pend("shape" if shape else "range", line)}
             return given - {ONE} if last in V.SHAPE_CHECKS else given
         if last in self.defs and isinstance(func, ast.Name):
-            return self.call_def(last, given, line)
+            return self.call_def(last, given, line, each)
         if last in V.BUILTINS or last in V.PLUMBING_NAMES or V.plumbing_module(name):
             return given
         if given & DATA:  # anything else applied to data: the method
@@ -803,7 +846,11 @@ class _Python:
             if isinstance(a, ast.Name) and OUTP not in self.tags.get(a.id, ()):
                 self.tags[a.id] = self.tags.get(a.id, set()) | {OUT}
 
-    def call_def(self, name: str, given: set[str], line: int) -> set[str]:
+    def call_def(self, name: str, given: set[str], line: int,
+                 each: list[tuple[int | str | None, set[str]]] | None = None) -> set[str]:
+        """A def (the cell's or an imported workspace module's) read where it is first called: each parameter
+        takes its own argument's tags (by position or keyword; a `*args` call gives every parameter all of
+        them), so a check on one parameter is about that argument, not about the loop variable beside it."""
         if name not in self.def_tags and name not in self.active:
             saved = self.alias
             if name in self.module_defs:
@@ -813,9 +860,17 @@ class _Python:
                 node = self.defs[name]
             self.active.add(name)
             before = len(self.facts.methods), len(self.facts.model_calls)
-            for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
-                if given & LOOKED_AT:  # def check(seg): assert ...; check(pred)
-                    self.tags[a.arg] = {IN} | (given & (LOOKED_AT | {LIST}))
+            positional = node.args.posonlyargs + node.args.args
+            by_arg: dict[str, set[str]] = {}
+            if each is not None and all(k is not None for k, _ in each):
+                for k, t in each:
+                    target = positional[k].arg if isinstance(k, int) and k < len(positional) else k
+                    if isinstance(target, str):
+                        by_arg[target] = t
+            for a in positional + node.args.kwonlyargs:
+                t = by_arg.get(a.arg, set()) if by_arg or (each is not None and not each) else given
+                if t & LOOKED_AT:  # def check(seg): assert ...; check(pred)
+                    self.tags[a.arg] = {IN} | (t & (LOOKED_AT | {LIST}))
                 else:
                     self.tags.setdefault(a.arg, {IN})
             self.returns.append(set())
@@ -869,7 +924,7 @@ class _Python:
         """subprocess / os.system / runpy / exec(open(..).read()) running a script a cell wrote."""
         if name in ("os.system", "subprocess.getoutput") and node.args:
             shell = " ".join(s for s in _strings(node.args[0]))
-            self.merge(_Shell(shell, self.scripts, self.depth + 1, None, self.modules).facts, line)
+            self.merge(_Shell(shell, self.scripts, self.depth + 1, None, self.modules, self.written).facts, line)
             return True
         if name.startswith("subprocess.") or name in ("runpy.run_path", "exec"):
             # A child's failure does not fail the cell unless checked: check=True, check_call /
@@ -882,18 +937,18 @@ class _Python:
                 script = _file_name(s)
                 if script.endswith((".py", ".sh")):
                     self.quiet += not checked
-                    self.run(script, line, s, _one_case(words[k + 1:]))
+                    self.run(script, line, s, _one_case(words[k + 1:]), words[k + 1:])
                     self.quiet -= not checked
             return name != "exec"
         return False
 
-    def run(self, script: str, line: int, arg: str | None = None, one: bool = False) -> None:
+    def run(self, script: str, line: int, arg: str | None = None, one: bool = False, words: list[str] = ()) -> None:
         if not self.quiet:
             self.facts.runs.append(script)
         known = {**self.scripts, **self.facts.scripts}  # written by an earlier cell or earlier in this one
         child = _child_script(self.modules, arg or script)
         if child is not None and self.depth < 3:  # the child ran traced: the text and lines that ran
-            facts = _read_child(child, known, self.modules, self.depth + 1)
+            facts = _read_child(child, known, self.modules, self.depth + 1, list(words), self.written)
             self.merge(facts, line)
             if one and facts.methods and line not in self.facts.methods_one:
                 self.note("methods_one", line)
@@ -929,9 +984,9 @@ class _Shell:
     and lines that ran where the tracer followed the child (`modules`), else as the text a cell wrote."""
 
     def __init__(self, code: str, scripts: dict[str, str], depth: int, ran: ShellRan | None = None,
-                 modules: tuple[Module, ...] = ()):
+                 modules: tuple[Module, ...] = (), written: frozenset[str] = frozenset()):
         self.facts = CodeFacts(lines=code.splitlines())
-        self.scripts, self.depth, self.modules = dict(scripts), depth, modules
+        self.scripts, self.depth, self.modules, self.written = dict(scripts), depth, modules, written
         lines, i, commands = self.facts.lines, 0, []
         while i < len(lines):
             line, body, start = lines[i], None, i + 1
@@ -1019,13 +1074,13 @@ class _Shell:
             elif rest[:1] == ["-m"] and len(rest) > 1 and _child_script(self.modules, rest[1].replace(".", "/") + ".py"):
                 child = _child_script(self.modules, rest[1].replace(".", "/") + ".py")
                 f.runs.append(posixpath.basename(child.path))
-                f.merge(_read_child(child, self.scripts, self.modules, self.depth + 1), line)
+                f.merge(_read_child(child, self.scripts, self.modules, self.depth + 1, rest[2:], self.written), line)
             elif rest and rest[0].endswith(".py"):
                 script = _file_name(rest[0])
                 f.runs.append(script)
                 child = _child_script(self.modules, rest[0])
                 if child is not None and self.depth < 3:  # traced: the text and lines that ran
-                    facts = _read_child(child, self.scripts, self.modules, self.depth + 1)
+                    facts = _read_child(child, self.scripts, self.modules, self.depth + 1, rest[1:], self.written)
                     f.merge(facts, line)
                     if _one_case(rest[1:]) and facts.methods and line not in f.methods_one:
                         f.methods_one.append(line)

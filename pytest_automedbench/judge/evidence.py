@@ -67,18 +67,28 @@ class Cell:
 
 def read_run(record: RunRecord) -> list[Cell]:
     """The run's code cells in order; a script an earlier cell wrote is read where a later one runs it."""
-    cells, scripts, before = [], {}, 0
+    cells, scripts, before, written = [], {}, 0, set()
     for e in record.code_cells():
         if tampered(e.executed):  # it disabled, closed or forged its tracer: nothing it did counts
             facts = CodeFacts(lines=(e.code or "").splitlines())
         else:
             ran = ran_of(e.executed, e.language or "python")
-            facts = read_cell(e.code, e.language, scripts, ran=ran, modules=modules_of(e.executed))
+            written |= {Path(p).name for root, p, kind in opened_files(e.executed) if root == "workspace" and kind == "w"}
+            facts = read_cell(e.code, e.language, scripts, ran=ran, modules=modules_of(e.executed),
+                              written=frozenset(written))
         scripts.update(facts.scripts)
         now = cases_after(e)
         cells.append(Cell(e, facts, now, max(0, now - before)))
         before = max(before, now)
     return cells
+
+
+def opened_files(executed) -> list[tuple[str, str, str]]:
+    """(root, path, r|w) of the files a traced cell (and its traced children) opened; [] without a trace."""
+    if not isinstance(executed, dict) or executed.get("status") not in ("complete", "incomplete"):
+        return []
+    return [tuple(o) for o in executed.get("opens") or () if isinstance(o, (list, tuple)) and len(o) == 3
+            and all(isinstance(x, str) for x in o)]
 
 
 def need(n_cases: int) -> int:
