@@ -44,6 +44,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .childtrace import ChildChannel
 from .tracer import cell_file
 
 TRACE_CAP = 8 << 20  # bytes of xtrace kept per cell; beyond it the cell's trace is `incomplete`
@@ -51,10 +52,12 @@ FACTS_CAP = 20000  # lines / commands kept in the stored facts
 VAR = "_amb_x"  # the bootstrap's variable for the secret line
 BOOTSTRAP = f'IFS= read -r {VAR}; eval "${VAR}"; unset {VAR}; . "$0"'
 # Words a cell's code or a traced command uses to reach for its trace (see the module's docstring).
-TAMPER = re.compile(r"\b(?:PS4|BASH_XTRACEFD|SHELLOPTS|BASH_ENV|" + VAR + r")\b|/proc/(?:self|thread-self|\$\$|"
-                    r"\$BASHPID|\$\{?PPID\}?|\d+)/(?:fd|mem)\b|/dev/fd/|\bset\s+(?:\S+\s+)*\+[a-zA-Z]*x"
+TAMPER = re.compile(r"\b(?:PS4|BASH_XTRACEFD|SHELLOPTS|BASH_ENV|AMB_TRACE_\w+|" + VAR + r")\b|/proc/(?:self|thread-self|\$\$|"
+                    r"\$BASHPID|\$\{?PPID\}?|\d+)/(?:fd|mem|environ)\b|/dev/fd/|\bset\s+(?:\S+\s+)*\+[a-zA-Z]*x"
                     r"|\+o\s+xtrace|\bshopt\s+(?:-\w+\s+)*-\w*u\w*\b.*\bxtrace")
-LISTS_ALL = re.compile(r"^(?:set|declare|typeset|declare\s+-p|typeset\s+-p|local\s+-p)\s*$")
+# Commands that list every variable (PS4 and its token) or the environment (the children's key, childtrace.py).
+LISTS_ALL = re.compile(r"^(?:set|declare|typeset|export|env|printenv|(?:declare|typeset)\s+-[px]+|local\s+-p"
+                       r"|export\s+-p)\s*$")
 
 
 def cell_script(folder: Path, index: int, code: str) -> Path:
@@ -80,18 +83,21 @@ class XtraceChannel:
         else:
             self.read_fd, self.write_fd = os.pipe()
         os.set_inheritable(self.read_fd, False)
+        # python children's records (childtrace.py); not through a FIFO (docker): its children are untraced
+        self.children = ChildChannel() if fifo is None else None
         self._data, self._over = bytearray(), False
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
     @property
     def fds(self) -> list[int]:
-        return [self.write_fd]
+        return [self.write_fd] + ([self.children.write_fd] if self.children else [])
 
     def env(self, fds: list[int]) -> dict[str, str]:
-        """Nothing in the environment (a child could read it); `stdin` carries the fd instead."""
+        """The xtrace fd is not in the environment (a child could read it; `stdin` carries it); the
+        children's channel is (childtrace.py: bash cannot keep it from its own code anyway)."""
         self._fd_given = fds[0]
-        return {}
+        return self.children.env(fds[1]) if self.children else {}
 
     def stdin(self, fd: int | None = None) -> str:
         """The secret line the bootstrap reads; `fd`: the number the pipe has in the cell."""
@@ -107,6 +113,8 @@ class XtraceChannel:
         if self.write_fd >= 0:
             os.close(self.write_fd)
             self.write_fd = -1
+        if self.children:
+            self.children.started()
 
     def _pump(self) -> None:
         try:
@@ -129,11 +137,33 @@ class XtraceChannel:
             os.close(self.read_fd)
         except OSError:
             pass
-        return read_xtrace(bytes(self._data), self.token, self.cell_path, code,
-                           killed=killed, overflow=self._over, fd=self.fd_inside)
+        out = read_xtrace(bytes(self._data), self.token, self.cell_path, code,
+                          killed=killed, overflow=self._over, fd=self.fd_inside)
+        if self.children is None:
+            return out
+        children = self.children.facts(killed)
+        return with_children(out, children, self.children.key, bytes(self._data))
 
     def close(self) -> None:
         self.started()
+
+
+def with_children(out: dict[str, Any], children: dict[str, Any], key: str, trace: bytes) -> dict[str, Any]:
+    """A bash cell's facts with its python children's (childtrace.py): their modules, their opens merged
+    into `opens`; `tampered` when the children's records do not verify or the key shows in the trace."""
+    if out["status"] not in ("complete", "incomplete"):
+        return out
+    if key.encode() in trace:
+        return _tampered("the children's trace key appears in a traced command (the cell handled it)")
+    if children.get("status") == "tampered":
+        return _tampered(children["reason"])
+    out = {**out, "modules": children["modules"], "opens": sorted(map(list, {tuple(o) for o in children["opens"]}))}
+    if children["modules_dropped"]:
+        out["modules_dropped"] = children["modules_dropped"][:64]
+    if children["incomplete"]:
+        out["status"] = "incomplete"
+        out.setdefault("reason", "more than 8 MB of python children's records: the rest was not read")
+    return out
 
 
 def make_fifo(folder: Path, name: str, uid: int | None) -> Path:
