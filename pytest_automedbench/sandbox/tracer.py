@@ -317,7 +317,7 @@ def load(name, main, MODS=MODS, FRESH=FRESH, STATE=STATE, CAP=MODULE_CAP, SRC_CA
 
 
 def module(frame, main, FILES=FILES, MLAST=MLAST, FRESH=FRESH, load=load, source=source, codes_of=codes_of,
-           key_of=key_of, flag=flag, mlocal=mlocal):
+           key_of=key_of, flag=flag, send=send, mlocal=mlocal):
     # a frame of a workspace file other than the cell: followed only when its code is one compiled from
     # the source read when the file was first met
     code = frame.f_code
@@ -325,6 +325,8 @@ def module(frame, main, FILES=FILES, MLAST=MLAST, FRESH=FRESH, load=load, source
     F = FILES.get((name, main))
     if F is None:
         F = FILES[(name, main)] = load(name, main)
+        if F:
+            send()  # announced at once: a process killed later still shows which files it ran
     if not F:
         return None
     if code not in F["C"]:
