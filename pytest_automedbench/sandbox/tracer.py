@@ -346,14 +346,17 @@ def module(frame, main, FILES=FILES, MLAST=MLAST, FRESH=FRESH, load=load, source
 
 
 def glob(frame, event, arg, FRAME=FRAME, MAIN=MAIN, CELL=CELL, CHILD=CHILD, LEGIT=LEGIT, CALLS=CALLS, FRESH=FRESH,
-         LAST=LAST, WS=WS, flag=flag, adopt=adopt, key_of=key_of, local=local, module=module, type=type):
+         LAST=LAST, WS=WS, OTHER=OTHER, flag=flag, adopt=adopt, key_of=key_of, local=local, module=module, type=type):
     if type(frame) is not FRAME:
         flag("a call of the tracer by hand")
         return None
     g = frame.f_globals  # f_globals first: reading f_code is an audit event
     if g is not MAIN:
+        if g is OTHER[0]:  # the last library module seen (calls come in runs from one module)
+            return None
         f = g.get("__file__")  # a cheap filter: module() decides on the code's own file name
         if type(f) is not str or not (f.startswith(WS) or f[:1] != "/") or "-packages/" in f:
+            OTHER[0] = g
             return None
         return module(frame, False)
     code = frame.f_code
@@ -442,7 +445,7 @@ def _amb_trace(body):
             key = key.decode()
         except (OSError, ValueError):
             return
-    elif child is not None and fd is None:
+    elif child is not None and fd is None and sys.version_info[:2] >= (3, 11):  # co_positions, 3.11's opcodes
         try:
             fd, key = child.split(" ")
             bytes.fromhex(key)
@@ -464,7 +467,7 @@ def _amb_trace(body):
              "CALLS": set(), "LEGIT": set(), "LAST": {}, "FRESH": {"l": [], "a": [], "x": [], "c": [], "o": [], "m": [], "d": []},
              "OPENED": set(), "OPEN_CAP": ''' + str(OPEN_CAP) + r''', "getcwd": os.getcwd, "ROOTS": roots,
              "STATE": {"seq": 0, "dead": False, "n": 0, "flags": [], "armed": False, "src": 0},
-             "SID": sid, "CHILD": bool(sid), "MODS": [], "FILES": {}, "MLAST": {}, "WS": ws or ("\0",), "WSREAL": wsreal,
+             "SID": sid, "CHILD": bool(sid), "MODS": [], "FILES": {}, "MLAST": {}, "OTHER": [None], "WS": ws or ("\0",), "WSREAL": wsreal,
              "MODULE_CAP": ''' + str(MODULE_CAP) + r''', "SRC_CAP": ''' + str(SOURCE_CAP) + r''',
              "SRC_BUDGET": ''' + str(SOURCE_BUDGET) + r''', "READ_MAX": ''' + str(READ_MAX) + r''',
              "ARGV": [a[:200].encode("utf-8", "surrogateescape").hex() for a in sys.argv[1:21]] if sid else [],
