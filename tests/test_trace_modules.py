@@ -206,6 +206,18 @@ def test_a_script_a_bash_cell_runs_is_traced_with_its_modules(workspace, isolati
     assert ["public", "card.txt", "r"] in ex["opens"]  # the child's opens join the cell's
 
 
+def test_python_c_and_stdin_children_trace_the_modules_they_import(workspace):
+    """`python3 -c` / `python3 - <<EOF` code has no file (not followed), the workspace modules it
+    imports are; installed programs and -m modules are not traced at all (they would only pay)."""
+    code = ("python3 -c 'import checks; print(checks.check_seg([1]))'\n"
+            "python3 - <<'EOF'\nimport checks\nprint(checks.check_seg([2]))\nEOF\n"
+            "python3 -m json.tool --help > /dev/null\n")
+    r, = run_cells(workspace, [(code, "bash")])
+    assert r.stdout == "ok\nok\n" and r.executed["status"] == "complete", (r.stderr, r.executed)
+    assert [m["path"] for m in r.executed["modules"]] == ["checks.py"]
+    assert {5, 7} <= set(entry(r.executed, "checks.py")["lines"])
+
+
 def test_many_children_at_once_merge_into_one_entry(workspace):
     """Children writing at once (records over PIPE_BUF, in pieces) never interleave; the same script
     run 30 times is one entry. The process limit stops a fork bomb; the children that ran count."""

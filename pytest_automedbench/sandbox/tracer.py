@@ -452,6 +452,12 @@ def _amb_trace(body):
             os.set_inheritable(int(fd), False)  # its own children are not traced: they get no channel
         except (OSError, ValueError):
             return
+        # only the agent's own code: a workspace script, -c or stdin (not pip, -m, an installed program:
+        # they would pay the tracing for nothing)
+        script, ws = sys.argv[0] if sys.argv else "", env.get("AMB_WORKSPACE", "")
+        if script not in ("-c", "-", "") and not (script.endswith(".py") and ws.startswith("/") and (
+                os.path.realpath(script) + "/").startswith(os.path.realpath(ws).rstrip("/") + "/")):
+            return
         import secrets
         cell, sid = None, b"%d-%s " % (os.getpid(), secrets.token_hex(4).encode())
     else:
