@@ -51,8 +51,9 @@ Not traced: python children of python cells (`subprocess.run([sys.executable, "r
 `os.system`): the key would have to reach the child through an inherited fd, which subprocess's
 close_fds drops, or the environment, which the cell can read (/proc/<pid>/environ), and a python
 cell's records must stay unforgeable by its own code; grandchildren; threads other than the main
-one; docker cells' children (their bash cells write xtrace to a FIFO and get no child channel;
-docker python cells do get their in-process workspace modules).
+one; docker cells' children (their bash cells write xtrace to a FIFO and get no child channel).
+Docker python cells run the same tracer, so their in-process workspace modules are reported (the
+workspace as the container sees it); the docker tests do not cover it.
 """
 from __future__ import annotations
 

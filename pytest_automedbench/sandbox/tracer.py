@@ -3,7 +3,8 @@
 A python cell runs from a read-only file the harness writes into the guard folder (`cell_file`),
 started by a one-line bootstrap (`python -c BOOTSTRAP <file>`: `sys.path[0]` stays the working
 folder, as with stdin). The guard's sitecustomize installs `TRACER` before the cell's first line:
-a `sys.settrace` tracer that follows only frames of the cell's file and records
+a `sys.settrace` tracer that follows frames of the cell's file, and of the workspace's `.py` files
+(a helper module the cell imports: `modules`, below), and records
 
     lines  the lines that ran
     arcs   (from, to) line pairs the same frame went through without an exception in between
@@ -16,7 +17,13 @@ a `sys.settrace` tracer that follows only frames of the cell's file and records
            nib.load, json.load(open(...))), wherever the code that opens them lives (a helper module
            the agent wrote, the model's own module). Not seen: files opened outside Python's I/O
            (safetensors' Rust reader, a C library's fopen), names that are not ASCII, and child
-           processes (they run untraced). Deduplicated, at most OPEN_CAP.
+           processes of python cells (they run untraced; a bash cell's python children report
+           theirs: childtrace.py). Deduplicated, at most OPEN_CAP.
+    modules    per workspace `.py` file other than the cell that ran in the cell's process, the same
+           four facts and the source that ran (childtrace.py: read once when first met, compiled,
+           and only frames whose code object equals one compiled from it are followed; a frame
+           that matches none is tampering). Site-packages folders and links out of the
+           workspace are not followed. The same tracer runs in a bash cell's python children.
 
 and sends them as records over an inherited pipe (the write end; the harness holds the read end),
 each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes through a second pipe
@@ -33,7 +40,9 @@ says the cell ended (`end`). Everything else is a status, never an exception:
                  called sys.settrace / sys.setprofile / gc.get_objects / gc.get_referrers /
                  gc.get_referents (audit events), read or replaced the tracer's defaults or code,
                  called the tracer by hand with a made-up frame, ran code compiled under its own
-                 file name, or names sys.audit / addaudithook in its text (a forged `open` event; one
+                 file name or a workspace file's (or a workspace file's code other than its text:
+                 a .pyc the agent wrote, a file rewritten and not reloaded), has a workspace module
+                 whose text names the tracer's words, or names sys.audit / addaudithook in its text (a forged `open` event; one
                  hidden from the text reaches the weights replay, which denies it): no facts at all
     not_traced   no record came (the interpreter did not load the guard): read as text
 

@@ -32,8 +32,13 @@ failed is still shown: the judge keeps its rule that only commands whose failure
 count). A cell that learns the token and fd without their names or values showing in its trace (for
 example by slicing a variable named through an indirection built piece by piece) could write records
 of its own; that is not caught. Commands hidden from the trace (redirecting the fd away) only lose
-the cell credit. Scripts and programs the cell starts (`bash run.sh`, `python x.py`) are not traced
-inside; the judge reads them as text.
+the cell credit. Programs the cell starts are not traced inside (a script `bash run.sh` sources
+from its own shell is not in the trace either), except python: a python child that runs the
+agent's code (a workspace script, `-c`, stdin) reports the workspace files it ran and the files it
+opened over a second pipe (`modules`, `opens`; sandbox/childtrace.py, whose key is in the cell's
+environment: a traced command naming AMB_TRACE_*, /proc/<pid>/environ, or listing the environment
+(bare `env`, `printenv`, `export`, `declare -x`), or the key's value in the trace is `tampered`).
+Those records are as forgeable as this trace, no more (childtrace.py says how).
 """
 from __future__ import annotations
 
