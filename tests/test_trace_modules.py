@@ -259,7 +259,7 @@ CHILD_FORGERIES = {
     # records written to every fd by a child's code (untraced -c code) or by bash itself
     "child_writes_garbage": "python3 -c 'import os\nfor fd in range(3, 1024):\n    try:\n"
                             "        os.write(fd, b\"AMBC 1-abcd 0 AMBT 0 00 {}\\n\")\n    except OSError:\n        pass'\n",
-    "bash_writes_pieces": "for i in $(seq 3 99); do echo 'AMBC 7-0000 0 AMBT 0 ff {\"m\":[]}' >&$i; done 2>/dev/null\n",
+    "bash_writes_pieces": "for i in $(seq 3 999); do echo 'AMBC 7-0000 0 AMBT 0 ff {\"m\":[]}' >&$i; done 2>/dev/null\n",
     # the key, by name or by listing the environment
     "reads_key": "echo $AMB_TRACE_CHILD\n",
     "lists_env": "env > /tmp/e\npython3 run.py\n",

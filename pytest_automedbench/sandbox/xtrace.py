@@ -102,7 +102,11 @@ class XtraceChannel:
         """The xtrace fd is not in the environment (a child could read it; `stdin` carries it); the
         children's channel is (childtrace.py: bash cannot keep it from its own code anyway)."""
         self._fd_given = fds[0]
-        return self.children.env(fds[1]) if self.children else {}
+        if not self.children:
+            return {}
+        self._child_given = fds[1]  # moved to a random high fd too (a cell's `exec 5>log` would not close it)
+        self.child_fd_inside = next(n for n in iter(lambda: 100 + secrets.randbelow(800), None) if n != self.fd_inside)
+        return self.children.env(self.child_fd_inside)
 
     def stdin(self, fd: int | None = None) -> str:
         """The secret line the bootstrap reads; `fd`: the number the pipe has in the cell."""
@@ -111,6 +115,8 @@ class XtraceChannel:
         else:
             fd = self._fd_given if fd is None else fd
             move = f"exec {self.fd_inside}>&{fd} {fd}>&-"
+            if getattr(self, "_child_given", None) is not None:
+                move += f"; exec {self.child_fd_inside}>&{self._child_given} {self._child_given}>&-"
         return (f"PS4='+AMB{self.token}:${{LINENO}}:${{BASH_SOURCE}}: '; {move}; "
                 f"BASH_XTRACEFD={self.fd_inside}; set -x\n")
 
