@@ -138,6 +138,19 @@ def test_a_module_that_forges_its_facts_makes_the_cell_tampered(workspace, name)
     assert r.executed["status"] == "tampered", r.executed
 
 
+def test_a_package_in_the_user_site_imported_before_tracing_cannot_reach_the_tracer(workspace):
+    """The cell's leading imports run before the tracer starts (for speed), the workspace's user site on
+    sys.path: a package the agent put there runs untraced, but the audit hook is already armed."""
+    import site
+    rel = Path(site.getusersitepackages()).relative_to(Path.home())
+    pkg = workspace / "ws" / rel / "fastlib"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import gc\nN = len(gc.get_objects())\n")
+    r, = run_cells(workspace, [("import fastlib\nprint(fastlib.N > 0)\n", "python")])
+    assert r.stdout == "True\n", r.stderr
+    assert r.executed["status"] == "tampered" and "gc.get_objects" in r.executed["reason"], r.executed
+
+
 def test_code_compiled_under_a_module_name_in_a_fresh_namespace_earns_nothing(workspace):
     """exec'd with globals of its own (no workspace __file__): not followed, so no facts at all."""
     cell = "import os\nexec(compile('x = 1\\ny = 2\\n', os.path.abspath('checks.py'), 'exec'), {})\nprint('ok')\n"

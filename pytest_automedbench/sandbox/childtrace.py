@@ -43,9 +43,16 @@ environment (bare `env`, `printenv`, `export -p`, `declare -x`), or the key's va
 xtrace makes the cell `tampered`; python children lose it before their own code (and, with
 PYTHONNOUSERSITE, before .pth files in the workspace's user site). What is not caught, as with
 xtrace's token: a program that reads its environment by a name it builds (awk's ENVIRON, perl), a
-python started with -I/-S/-E (no sitecustomize), or an interpreter whose site-packages the agent
-writes (a venv in the workspace: its .pth files run before the tracer): each could seal records of
-its own. Children's records are as forgeable as the bash cell's xtrace records, no more.
+python started with -I/-S/-E (no sitecustomize), one whose PYTHONPATH the cell put a sitecustomize
+of its own in front of, or an interpreter whose site-packages the agent writes (a venv in the
+workspace: its .pth files run before the tracer): each could seal records of its own. Children's
+records are as forgeable as the bash cell's xtrace records (deliberate code can), no more; a
+python cell's records stay out of reach of its own code.
+
+Only children that run the agent's code are traced (a workspace script, `-c`, stdin): `python -m`,
+pip and other installed programs are not (they would pay the tracing for nothing). A child's leading
+import statements (its script's, or its -c text's) are imported before its tracer starts, as a
+cell's are, unless a file or folder of that name sits beside the script or in the working folder.
 
 Not traced: python children of python cells (`subprocess.run([sys.executable, "run.py"])`,
 `os.system`): the key would have to reach the child through an inherited fd, which subprocess's

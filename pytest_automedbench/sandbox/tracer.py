@@ -501,7 +501,14 @@ def _amb_trace(body):
     sys.addaudithook(space["audit"])
     space.clear()  # the functions keep what they need in their defaults
     send()  # the first record, before any of the cell's code: a cell cannot keep the harness from seeing it
-    _amb_warm(cell or (sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else None))
+    # armed while the leading imports run: a package the agent wrote (its user site is on sys.path)
+    # imported here runs untraced, but reaching for the tracer (gc.get_objects, ...) still flags the cell
+    state["armed"] = True
+    if cell or not sys.argv or sys.argv[0] != "-c":
+        _amb_warm(cell or (sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else None))
+    elif "-c" in sys.orig_argv[:-1]:  # a child's `python3 -c CODE`: its leading imports, from its text
+        _amb_warm("<string>", sys.orig_argv[sys.orig_argv.index("-c") + 1])
+    state["armed"] = False  # settrace's own audit event is the tracer's
     settrace(glob)
     atexit.register(send, True)
     state["armed"] = True
@@ -520,7 +527,7 @@ def _amb_roots(env):
     return tuple(sorted(roots, key=lambda r: -len(r[1])))
 
 
-def _amb_warm(cell):
+def _amb_warm(cell, text=None):
     """Import the packages the cell's leading import statements name before tracing starts: they are the
     cell's first statements, so they would run first anyway, and imports are most of what tracing costs
     (every instruction of a package's module code runs slower under sys.settrace). The working folder is
@@ -531,8 +538,10 @@ def _amb_warm(cell):
         return
     beside = {os.path.dirname(os.path.abspath(cell)), os.getcwd()}
     try:
-        with open(cell, "rb") as f:
-            tree = compile(f.read(), cell, "exec", 1024)  # ast.PyCF_ONLY_AST
+        if text is None:
+            with open(cell, "rb") as f:
+                text = f.read()
+        tree = compile(text, cell, "exec", 1024)  # ast.PyCF_ONLY_AST
     except Exception:
         return
     for node in tree.body:
