@@ -355,13 +355,16 @@ def module(frame, main, FILES=FILES, MLAST=MLAST, FRESH=FRESH, load=load, source
 
 
 def glob(frame, event, arg, FRAME=FRAME, MAIN=MAIN, CELL=CELL, CHILD=CHILD, LEGIT=LEGIT, CALLS=CALLS, FRESH=FRESH,
-         LAST=LAST, WS=WS, OTHER=OTHER, flag=flag, adopt=adopt, key_of=key_of, local=local, module=module, type=type):
+         LAST=LAST, WS=WS, OTHER=OTHER, GATE=GATE, flag=flag, adopt=adopt, key_of=key_of, local=local, module=module,
+         type=type):
     if type(frame) is not FRAME:
         flag("a call of the tracer by hand")
         return None
     g = frame.f_globals  # f_globals first: reading f_code is an audit event
     if g is not MAIN:
-        if g is OTHER[0]:  # the last library module seen (calls come in runs from one module)
+        # no workspace .py/.pyc opened in this process yet (opened() opens the gate), or the last library
+        # module seen (calls come in runs from one module): nothing of the agent's, at the old cost
+        if not GATE[0] or g is OTHER[0]:
             return None
         f = g.get("__file__")  # a cheap filter: module() decides on the code's own file name
         if type(f) is not str or not (f.startswith(WS) or f[:1] != "/") or "-packages/" in f:
@@ -383,12 +386,17 @@ def glob(frame, event, arg, FRAME=FRAME, MAIN=MAIN, CELL=CELL, CHILD=CHILD, LEGI
     return local
 
 
-def opened(args, ROOTS=ROOTS, OPENED=OPENED, CAP=OPEN_CAP, FRESH=FRESH, getcwd=getcwd, type=type, len=len):
+def opened(args, ROOTS=ROOTS, OPENED=OPENED, CAP=OPEN_CAP, FRESH=FRESH, GATE=GATE, WS=WS, getcwd=getcwd, type=type,
+           len=len):
     # a file the cell opened under the public data or the workspace (audit event `open`: builtins.open,
     # io.open_code (imports), os.open, and every library reading through them): root, relative path,
     # r or w; deduplicated, at most OPEN_CAP. Only str operations here: nothing the cell can patch.
     path, mode, flags = args[0], args[1], args[2]
-    if type(path) is not str or len(OPENED) >= CAP:
+    if type(path) is not str:
+        return
+    if not GATE[0] and (path.endswith(".py") or path.endswith(".pyc")) and (path.startswith(WS) or path[:1] != "/"):
+        GATE[0] = True  # a workspace module may be imported (its source or its cached bytecode)
+    if len(OPENED) >= CAP:
         return
     if not path.startswith("/"):
         path = getcwd() + "/" + path
@@ -482,7 +490,7 @@ def _amb_trace(body):
              "CALLS": set(), "LEGIT": set(), "LAST": {}, "FRESH": {"l": [], "a": [], "x": [], "c": [], "o": [], "m": [], "d": []},
              "OPENED": set(), "OPEN_CAP": ''' + str(OPEN_CAP) + r''', "getcwd": os.getcwd, "ROOTS": roots,
              "STATE": {"seq": 0, "dead": False, "n": 0, "flags": [], "armed": False, "src": 0},
-             "SID": sid, "CHILD": bool(sid), "MODS": [], "FILES": {}, "MLAST": {}, "OTHER": [None], "WS": ws or ("\0",), "WSREAL": wsreal,
+             "SID": sid, "CHILD": bool(sid), "MODS": [], "FILES": {}, "MLAST": {}, "OTHER": [None], "GATE": [False], "WS": ws or ("\0",), "WSREAL": wsreal,
              "MODULE_CAP": ''' + str(MODULE_CAP) + r''', "SRC_CAP": ''' + str(SOURCE_CAP) + r''',
              "SRC_BUDGET": ''' + str(SOURCE_BUDGET) + r''', "READ_MAX": ''' + str(READ_MAX) + r''',
              "ARGV": [a[:200].encode("utf-8", "surrogateescape").hex() for a in sys.argv[1:21]] if sid else [],
