@@ -305,3 +305,15 @@ def test_child_streams_verify_or_are_tampered():
         assert out.get("status") == "tampered" or out["modules"] == []
     assert verify_children(b"", key, killed=False) == {"modules": [], "opens": [], "modules_dropped": [],
                                                        "incomplete": False}
+
+
+def test_a_dropped_files_later_facts_are_ignored():
+    """A file dropped (rewritten and reloaded) while old frames of it still ran: their later facts are
+    not an error, and the file has no entry."""
+    from pytest_automedbench.sandbox.childtrace import ModuleFacts
+
+    facts = ModuleFacts()
+    facts.add("cell", "cell", {"m": [[0, "a.py", 0, "ab" * 32, "", []]], "f": [[0, [1], [], [], []]],
+                               "d": [[0, "reloaded"]]})
+    facts.add("cell", "cell", {"f": [[0, [2], [], [], []]]})
+    assert facts.entries() == [] and facts.dropped == [{"path": "a.py", "process": "cell", "reason": "reloaded"}]

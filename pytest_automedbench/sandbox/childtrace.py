@@ -91,6 +91,7 @@ class ModuleFacts:
         self.files: dict[tuple[str, int], dict[str, Any]] = {}  # (stream, id) -> entry being built
         self.dropped: list[dict[str, str]] = []
         self.order: list[tuple[str, int]] = []
+        self.gone: set[tuple[str, int]] = set()
 
     def add(self, stream: str, process: str, body: dict[str, Any]) -> None:
         """One verified record's `m` (new files), `f` (their facts) and `d` (dropped files)."""
@@ -105,6 +106,8 @@ class ModuleFacts:
                 self.files[(stream, int(fid))] = entry
                 self.order.append((stream, int(fid)))
             for fid, lines, arcs, exits, calls in body.get("f", ()):
+                if (stream, int(fid)) in self.gone:
+                    continue  # a dropped file's frames that were still running
                 entry = self.files[(stream, int(fid))]
                 entry["lines"].update(int(x) for x in lines)
                 entry["arcs"].update((int(a), int(b)) for a, b in arcs)
@@ -112,12 +115,14 @@ class ModuleFacts:
                 entry["calls"].update((str(n), int(line), int(col)) for n, line, col in calls)
             for fid, why in body.get("d", ()):
                 entry = self.files.pop((stream, int(fid)))
+                self.gone.add((stream, int(fid)))
                 self.dropped.append({"path": entry["path"], "process": process, "reason": str(why)[:200]})
         except (KeyError, TypeError, ValueError) as e:
             raise Malformed(f"a record's module facts are malformed ({type(e).__name__})") from e
 
     def drop_stream(self, stream: str, process: str, why: str) -> None:
         for key in [k for k in self.files if k[0] == stream]:
+            self.gone.add(key)
             self.dropped.append({"path": self.files.pop(key)["path"], "process": process, "reason": why})
 
     def entries(self) -> list[dict[str, Any]]:
