@@ -311,7 +311,7 @@ def load(name, main, MODS=MODS, FRESH=FRESH, STATE=STATE, CAP=MODULE_CAP, SRC_CA
     if got is None:
         return False
     data, rel = got
-    F = {"id": len(MODS), "name": name, "C": codes_of(data, name), "K": set(), "R": set(), "A": set(), "X": set(),
+    F = {"id": len(MODS), "name": name, "main": main, "C": codes_of(data, name), "K": set(), "R": set(), "A": set(), "X": set(),
          "l": [], "a": [], "x": [], "c": []}
     MODS.append(F)
     text = ""
@@ -325,11 +325,15 @@ def load(name, main, MODS=MODS, FRESH=FRESH, STATE=STATE, CAP=MODULE_CAP, SRC_CA
     return F
 
 
-def module(frame, main, FILES=FILES, MLAST=MLAST, FRESH=FRESH, load=load, source=source, codes_of=codes_of,
-           key_of=key_of, flag=flag, send=send, mlocal=mlocal):
+def module(frame, main, FILES=FILES, KNOWN=KNOWN, MLAST=MLAST, FRESH=FRESH, load=load, source=source,
+           codes_of=codes_of, key_of=key_of, flag=flag, send=send, mlocal=mlocal):
     # a frame of a workspace file other than the cell: followed only when its code is one compiled from
     # the source read when the file was first met
     code = frame.f_code
+    F = KNOWN.get(code)  # a code accepted before (equal codes of two files: the file name tells)
+    if F is not None and F["name"] == code.co_filename and F["main"] is main:
+        MLAST[frame] = [F, -1]
+        return mlocal
     name = code.co_filename
     F = FILES.get((name, main))
     if F is None:
@@ -350,6 +354,8 @@ def module(frame, main, FILES=FILES, MLAST=MLAST, FRESH=FRESH, load=load, source
     if code not in F["K"]:
         F["K"].add(code)
         F["c"].append(key_of(code))
+        if code not in KNOWN:
+            KNOWN[code] = F
     MLAST[frame] = [F, -1]
     return mlocal
 
@@ -490,7 +496,7 @@ def _amb_trace(body):
              "CALLS": set(), "LEGIT": set(), "LAST": {}, "FRESH": {"l": [], "a": [], "x": [], "c": [], "o": [], "m": [], "d": []},
              "OPENED": set(), "OPEN_CAP": ''' + str(OPEN_CAP) + r''', "getcwd": os.getcwd, "ROOTS": roots,
              "STATE": {"seq": 0, "dead": False, "n": 0, "flags": [], "armed": False, "src": 0},
-             "SID": sid, "CHILD": bool(sid), "MODS": [], "FILES": {}, "MLAST": {}, "OTHER": [None], "GATE": [False], "WS": ws or ("\0",), "WSREAL": wsreal,
+             "SID": sid, "CHILD": bool(sid), "MODS": [], "FILES": {}, "MLAST": {}, "KNOWN": {}, "OTHER": [None], "GATE": [False], "WS": ws or ("\0",), "WSREAL": wsreal,
              "MODULE_CAP": ''' + str(MODULE_CAP) + r''', "SRC_CAP": ''' + str(SOURCE_CAP) + r''',
              "SRC_BUDGET": ''' + str(SOURCE_BUDGET) + r''', "READ_MAX": ''' + str(READ_MAX) + r''',
              "ARGV": [a[:200].encode("utf-8", "surrogateescape").hex() for a in sys.argv[1:21]] if sid else [],
