@@ -4,9 +4,14 @@ and on, in turn, cell by cell.
 
     python benchmarks/bench_tracing.py [--repeats 2] [-k EXPR]
     python benchmarks/bench_tracing.py --bash [--repeats 9]
+    python benchmarks/bench_tracing.py --modules [--repeats 9]
 
 --bash measures bash cells' xtrace (sandbox/xtrace.py) alone: typical agent bash cells run in a
 guarded local sandbox, traced and untraced in turn, median wall time per cell and the ratio.
+--modules measures cells whose work is in files (sandbox/childtrace.py): a helper module a python
+cell calls, a script with a helper a bash cell runs, and pure-Python library code (which pays the
+tracer's per-call check of whether a frame is a workspace file), the same way. Run it with
+PYTHONPATH=<another checkout> to measure that checkout's tracer on the same cells.
 
 Per cell: the median duration traced over the median untraced (the cell's own time, from each run's
 trace.jsonl). Targets: median overhead per cell under 25%, no cell over 2x. Per run: the overall
@@ -67,6 +72,70 @@ BASH_CELLS = {
 }
 
 
+# Cells whose work is in the agent's files, and one that runs much pure-Python library code.
+HELPER = "def scale(x):\n    if x < 0:\n        raise ValueError(x)\n    return x * 2\n"
+SCRIPT = "import sys\nfrom helper import scale\ntotal = 0\nfor i in range(200000):\n    total += scale(i)\nprint(total)\n"
+MODULE_CELLS = {
+    "python: 200k helper calls": ("python", "from helper import scale\ntotal = 0\nfor i in range(200000):\n"
+                                            "    total += scale(i)\nprint(total)\n"),
+    "python: 200k calls in the cell": ("python", HELPER + "total = 0\nfor i in range(200000):\n"
+                                                         "    total += scale(i)\nprint(total)\n"),
+    "python: library code": ("python", "import ast, inspect, json.decoder, json.encoder\n"
+                                       "src = inspect.getsource(json.decoder) + inspect.getsource(json.encoder)\n"
+                                       "for _ in range(20):\n    tree = ast.parse(src)\n    ast.unparse(tree)\nprint('ok')\n"),
+    "python: numpy": ("python", "import numpy as np\na = np.random.default_rng(0).random((600, 600))\n"
+                                "print(float((a @ a).sum()) > 0)\n"),
+    "bash: script + helper": ("bash", "set -e\npython3 run.py\n"),
+}
+
+
+def cells_overhead(cells: dict[str, tuple[str, str]], repeats: int, files: dict[str, str], label: str) -> dict:
+    """Median wall time per cell, traced and untraced in turn, in a guarded local sandbox."""
+    from pytest_automedbench.sandbox import SandboxConfig
+    from pytest_automedbench.sandbox.guard import PolicyGuard
+    from pytest_automedbench.sandbox.local import LocalSandbox
+
+    times = {True: defaultdict(list), False: defaultdict(list)}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for d in ("public", "ws"):
+            (root / d).mkdir()
+        for name, text in files.items():
+            (root / "ws" / name).write_text(text)
+        config = SandboxConfig(public_dir=root / "public", workspace_dir=root / "ws", cell_timeout_s=300)
+        with PolicyGuard(LocalSandbox(config), inference_only=False) as sb:
+            for _ in range(repeats):
+                for traced in (False, True):  # in turn: a shared machine's speed drifts
+                    if traced:
+                        os.environ.pop("AMB_NO_TRACE", None)
+                    else:
+                        os.environ["AMB_NO_TRACE"] = "1"
+                    for name, (language, code) in cells.items():
+                        r = sb.exec(code, language)
+                        assert r.exit_code == 0, (name, r.stderr)
+                        assert not traced or r.executed["status"] == "complete", (name, r.executed)
+                        times[traced][name].append(r.duration_s)
+        os.environ.pop("AMB_NO_TRACE", None)
+    print(f"{label}, guarded local sandbox ({LocalSandbox.isolation}), {repeats} runs each traced and untraced:")
+    ratios = {}
+    for name in cells:
+        off, on = median(times[False][name]), median(times[True][name])
+        ratios[name] = on / max(off, 1e-3)
+        print(f"  {name:28s} {off * 1000:8.1f} ms -> {on * 1000:8.1f} ms  ({ratios[name]:.2f}x)")
+    return ratios
+
+
+def modules_overhead(repeats: int) -> int:
+    if not os.environ.get("PYTHONPATH"):
+        sys.path.insert(0, str(REPO))
+    import pytest_automedbench
+
+    print(f"package: {Path(pytest_automedbench.__file__).parent}")
+    ratios = cells_overhead(MODULE_CELLS, repeats, {"helper.py": HELPER, "run.py": SCRIPT}, "cells with their work in files")
+    print(f"record: {record('tracing-modules', {'ratios': ratios})}")
+    return 0
+
+
 def bash_overhead(repeats: int) -> int:
     sys.path.insert(0, str(REPO))
     from pytest_automedbench.sandbox import SandboxConfig
@@ -110,9 +179,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("-k", default="", help="a pytest -k expression to measure part of the demo suite")
     ap.add_argument("--bash", action="store_true", help="bash cells' xtrace alone (no demo suite)")
+    ap.add_argument("--modules", action="store_true", help="cells whose work is in the agent's files (no demo suite)")
     args = ap.parse_args()
     if args.bash:
         return bash_overhead(args.repeats)
+    if args.modules:
+        return modules_overhead(args.repeats)
     extra = ["-k", args.k] if args.k else []
     durations = {True: defaultdict(list), False: defaultdict(list)}
     scores = {True: defaultdict(list), False: defaultdict(list)}

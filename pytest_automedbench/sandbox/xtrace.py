@@ -32,8 +32,13 @@ failed is still shown: the judge keeps its rule that only commands whose failure
 count). A cell that learns the token and fd without their names or values showing in its trace (for
 example by slicing a variable named through an indirection built piece by piece) could write records
 of its own; that is not caught. Commands hidden from the trace (redirecting the fd away) only lose
-the cell credit. Scripts and programs the cell starts (`bash run.sh`, `python x.py`) are not traced
-inside; the judge reads them as text.
+the cell credit. Programs the cell starts are not traced inside (a script `bash run.sh` sources
+from its own shell is not in the trace either), except python: a python child that runs the
+agent's code (a workspace script, `-c`, stdin) reports the workspace files it ran and the files it
+opened over a second pipe (`modules`, `opens`; sandbox/childtrace.py, whose key is in the cell's
+environment: a traced command naming AMB_TRACE_*, /proc/<pid>/environ, or listing the environment
+(bare `env`, `printenv`, `export`, `declare -x`), or the key's value in the trace is `tampered`).
+Those records are as forgeable as this trace, no more (childtrace.py says how).
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .childtrace import ChildChannel
 from .tracer import cell_file
 
 TRACE_CAP = 8 << 20  # bytes of xtrace kept per cell; beyond it the cell's trace is `incomplete`
@@ -51,10 +57,12 @@ FACTS_CAP = 20000  # lines / commands kept in the stored facts
 VAR = "_amb_x"  # the bootstrap's variable for the secret line
 BOOTSTRAP = f'IFS= read -r {VAR}; eval "${VAR}"; unset {VAR}; . "$0"'
 # Words a cell's code or a traced command uses to reach for its trace (see the module's docstring).
-TAMPER = re.compile(r"\b(?:PS4|BASH_XTRACEFD|SHELLOPTS|BASH_ENV|" + VAR + r")\b|/proc/(?:self|thread-self|\$\$|"
-                    r"\$BASHPID|\$\{?PPID\}?|\d+)/(?:fd|mem)\b|/dev/fd/|\bset\s+(?:\S+\s+)*\+[a-zA-Z]*x"
+TAMPER = re.compile(r"\b(?:PS4|BASH_XTRACEFD|SHELLOPTS|BASH_ENV|AMB_TRACE_\w+|" + VAR + r")\b|/proc/(?:self|thread-self|\$\$|"
+                    r"\$BASHPID|\$\{?PPID\}?|\d+)/(?:fd|mem|environ)\b|/dev/fd/|\bset\s+(?:\S+\s+)*\+[a-zA-Z]*x"
                     r"|\+o\s+xtrace|\bshopt\s+(?:-\w+\s+)*-\w*u\w*\b.*\bxtrace")
-LISTS_ALL = re.compile(r"^(?:set|declare|typeset|declare\s+-p|typeset\s+-p|local\s+-p)\s*$")
+# Commands that list every variable (PS4 and its token) or the environment (the children's key, childtrace.py).
+LISTS_ALL = re.compile(r"^(?:set|declare|typeset|export|env|printenv|(?:declare|typeset)\s+-[px]+|local\s+-p"
+                       r"|export\s+-p)\s*$")
 
 
 def cell_script(folder: Path, index: int, code: str) -> Path:
@@ -80,18 +88,25 @@ class XtraceChannel:
         else:
             self.read_fd, self.write_fd = os.pipe()
         os.set_inheritable(self.read_fd, False)
+        # python children's records (childtrace.py); not through a FIFO (docker): its children are untraced
+        self.children = ChildChannel() if fifo is None else None
         self._data, self._over = bytearray(), False
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
     @property
     def fds(self) -> list[int]:
-        return [self.write_fd]
+        return [self.write_fd] + ([self.children.write_fd] if self.children else [])
 
     def env(self, fds: list[int]) -> dict[str, str]:
-        """Nothing in the environment (a child could read it); `stdin` carries the fd instead."""
+        """The xtrace fd is not in the environment (a child could read it; `stdin` carries it); the
+        children's channel is (childtrace.py: bash cannot keep it from its own code anyway)."""
         self._fd_given = fds[0]
-        return {}
+        if not self.children:
+            return {}
+        self._child_given = fds[1]  # moved to a random high fd too (a cell's `exec 5>log` would not close it)
+        self.child_fd_inside = next(n for n in iter(lambda: 100 + secrets.randbelow(800), None) if n != self.fd_inside)
+        return self.children.env(self.child_fd_inside)
 
     def stdin(self, fd: int | None = None) -> str:
         """The secret line the bootstrap reads; `fd`: the number the pipe has in the cell."""
@@ -100,6 +115,8 @@ class XtraceChannel:
         else:
             fd = self._fd_given if fd is None else fd
             move = f"exec {self.fd_inside}>&{fd} {fd}>&-"
+            if getattr(self, "_child_given", None) is not None:
+                move += f"; exec {self.child_fd_inside}>&{self._child_given} {self._child_given}>&-"
         return (f"PS4='+AMB{self.token}:${{LINENO}}:${{BASH_SOURCE}}: '; {move}; "
                 f"BASH_XTRACEFD={self.fd_inside}; set -x\n")
 
@@ -107,6 +124,8 @@ class XtraceChannel:
         if self.write_fd >= 0:
             os.close(self.write_fd)
             self.write_fd = -1
+        if self.children:
+            self.children.started()
 
     def _pump(self) -> None:
         try:
@@ -129,11 +148,33 @@ class XtraceChannel:
             os.close(self.read_fd)
         except OSError:
             pass
-        return read_xtrace(bytes(self._data), self.token, self.cell_path, code,
-                           killed=killed, overflow=self._over, fd=self.fd_inside)
+        out = read_xtrace(bytes(self._data), self.token, self.cell_path, code,
+                          killed=killed, overflow=self._over, fd=self.fd_inside)
+        if self.children is None:
+            return out
+        children = self.children.facts(killed)
+        return with_children(out, children, self.children.key, bytes(self._data))
 
     def close(self) -> None:
         self.started()
+
+
+def with_children(out: dict[str, Any], children: dict[str, Any], key: str, trace: bytes) -> dict[str, Any]:
+    """A bash cell's facts with its python children's (childtrace.py): their modules, their opens merged
+    into `opens`; `tampered` when the children's records do not verify or the key shows in the trace."""
+    if out["status"] not in ("complete", "incomplete"):
+        return out
+    if key.encode() in trace:
+        return _tampered("the children's trace key appears in a traced command (the cell handled it)")
+    if children.get("status") == "tampered":
+        return _tampered(children["reason"])
+    out = {**out, "modules": children["modules"], "opens": sorted(map(list, {tuple(o) for o in children["opens"]}))}
+    if children["modules_dropped"]:
+        out["modules_dropped"] = children["modules_dropped"][:64]
+    if children["incomplete"]:
+        out["status"] = "incomplete"
+        out.setdefault("reason", "more than 8 MB of python children's records: the rest was not read")
+    return out
 
 
 def make_fifo(folder: Path, name: str, uid: int | None) -> Path:
