@@ -17,6 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from sandbox_helpers import folders, isolation  # noqa: F401 (fixtures)
 from pytest_automedbench.judge.code import read_cell
 from pytest_automedbench.judge.executed import Module, Ran, modules_of
 
@@ -274,3 +275,75 @@ def test_a_validation_script_given_the_pilots_file_checks_a_result():
     assert read_cell("python3 validate.py pilot.csv", "bash", modules=(child,), written=wrote).range_checks == [1]
     # the same script given an input file (the run did not write it) checks nothing of a result
     assert not read_cell("python3 validate.py labels.csv", "bash", modules=(child,), written=wrote).range_checks
+
+
+# -- end to end: the real tracer (sandbox/tracer.py, childtrace.py) and the judge's reading ------------------
+WRITE_FILES = '''
+import os
+ws = os.environ["AMB_WORKSPACE"]
+open(os.path.join(ws, "checks.py"), "w").write("""import numpy as np
+
+
+def check_out(y):
+    if y.shape != (4, 4):
+        raise ValueError("shape")
+    if not np.isfinite(y).all():
+        raise ValueError("values")
+
+
+def never(y):
+    assert y.max() < 1
+""")
+open(os.path.join(ws, "run.py"), "w").write("""import argparse, os
+import numpy as np
+from scipy.ndimage import gaussian_filter
+from checks import check_out
+
+p = argparse.ArgumentParser()
+p.add_argument("--limit", type=int, default=0)
+a = p.parse_args()
+d = os.path.join(os.environ["AMB_PUBLIC_DIR"], "images")
+names = sorted(os.listdir(d))[: a.limit or None]
+for n in names:
+    y = gaussian_filter(np.load(os.path.join(d, n)), 1.0)
+    check_out(y)
+    np.save(os.path.join(os.environ["AMB_WORKSPACE"], "out_" + n), y)
+print(len(names), "done")
+""")
+print("written")
+'''
+USE_MODULE = '''
+import os
+import numpy as np
+from scipy.ndimage import gaussian_filter
+from checks import check_out
+d = os.path.join(os.environ["AMB_PUBLIC_DIR"], "images")
+y = gaussian_filter(np.load(os.path.join(d, sorted(os.listdir(d))[0])), 1.0)
+check_out(y)
+print("checked", y.mean())
+'''
+
+
+def test_end_to_end_a_traced_module_and_a_bash_script_earn_their_checks(folders, isolation):
+    from test_tracer import record_of, run_cells
+
+    from pytest_automedbench.judge.evidence import read_run
+
+    (folders / "public" / "images").mkdir()
+    for i in range(3):
+        np.save(folders / "public" / "images" / f"case_{i}.npy", np.full((4, 4), float(i)))
+    cells = [(WRITE_FILES, "python"), (USE_MODULE, "python"), ("python3 run.py --limit 1", "bash"),
+             ("python3 -u run.py", "bash"), ("import checks\nprint('imported only')\n", "python")]
+    results = run_cells(folders, cells)
+    assert all(r.exit_code == 0 for r in results), [(r.stdout, r.stderr) for r in results]
+    read = read_run(record_of(cells, results))
+    module_cell, pilot, full, imported = read[1], read[2], read[3], read[4]
+    assert module_cell.facts.range_checks == [8] and module_cell.facts.shape_checks == [8], module_cell.facts
+    assert pilot.facts.range_checks == [1] and pilot.facts.methods_one == [1], pilot.facts
+    assert full.facts.range_checks == [1] and not full.facts.methods_one, full.facts
+    assert not imported.facts.range_checks and not imported.facts.shape_checks
+    # the same run read as text (no trace): nothing in the module or the script is credited
+    for r in results:
+        r.executed = None
+    untraced = read_run(record_of(cells, results))
+    assert not untraced[1].facts.range_checks and not untraced[2].facts.range_checks

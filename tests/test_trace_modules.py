@@ -273,10 +273,8 @@ CHILD_FORGERIES = {
     "child_writes_garbage": "python3 -c 'import os\nfor fd in range(3, 1024):\n    try:\n"
                             "        os.write(fd, b\"AMBC 1-abcd 0 AMBT 0 00 {}\\n\")\n    except OSError:\n        pass'\n",
     "bash_writes_pieces": "for i in $(seq 3 999); do echo 'AMBC 7-0000 0 AMBT 0 ff {\"m\":[]}' >&$i; done 2>/dev/null\n",
-    # the key, by name or by listing the environment
+    # the key, by name
     "reads_key": "echo $AMB_TRACE_CHILD\n",
-    "lists_env": "env > /tmp/e\npython3 run.py\n",
-    "printenv": "printenv | wc -l\n",
     # a script that switches its tracer off
     "child_settrace": "python3 evil.py\n",
 }
@@ -287,6 +285,19 @@ def test_a_bash_cell_or_child_that_forges_child_records_is_tampered(workspace, n
     (workspace / "ws" / "evil.py").write_text("import sys\ngetattr(sys, 'set' + 'trace')(None)\nprint('off')\n")
     r, = run_cells(workspace, [(CHILD_FORGERIES[name], "bash")])
     assert r.executed["status"] == "tampered", (r.executed, r.stderr)
+
+
+@pytest.mark.parametrize("listing", ["env > /tmp/e", "printenv | wc -l", "env | grep -i cuda || true", "export -p >/dev/null"])
+def test_a_cell_that_lists_its_environment_keeps_its_own_facts_but_not_its_childrens(workspace, listing):
+    """Honest agents list the environment (`env | grep CUDA`); the children's key is in it, so the cell's python
+    children's records could be the cell's own: those are dropped, the cell's own trace stands."""
+    r, = run_cells(workspace, [(listing + "\npython3 run.py\necho done\n", "bash")])
+    assert r.executed["status"] == "complete" and 3 in r.executed["lines"], (r.executed, r.stderr)
+    assert r.executed["modules"] == [] and r.executed["opens"] == [], r.executed
+    assert "listed its environment" in r.executed["modules_dropped"][0]["reason"]
+    # `set` / `declare -p` list PS4 and the cell's own trace token: the cell's trace earns nothing
+    r, = run_cells(workspace, [("set > /tmp/vars\npython3 run.py\n", "bash")])
+    assert r.executed["status"] == "tampered", r.executed
 
 
 def test_a_child_running_the_cell_file_earns_nothing(workspace):

@@ -114,6 +114,20 @@ def test_the_card_read_in_a_child_process_is_not_seen(carded):
     assert not weights(result)["met"], weights(result)
 
 
+def test_the_card_read_by_a_script_a_bash_cell_runs_counts(carded):
+    """A bash cell's python children are traced (sandbox/childtrace.py): their opens are the cell's."""
+    write = cell("open(os.path.join(ws, 'seg.py'), 'w').write("
+                 + repr(HEAD + "card = json.load(open(card_path))\ncuts = card['cuts']\n" + SEGMENT) + ")\n")
+    run = {"execute_code": {"language": "bash", "code": 'cd "$AMB_WORKSPACE" && python3 seg.py'}}
+    result, trace = run_steps(carded, [PLAN, ENV, write, run, SUBMIT], "card-bash-child", replay_cells=1)
+    assert ["public", "models/thresholds/model.json", "r"] in trace[3]["executed"]["opens"], trace[3]["executed"]
+    assert weights(result)["met"], weights(result)
+    unused = cell("open(os.path.join(ws, 'seg.py'), 'w').write("
+                  + repr(HEAD + "card = json.load(open(card_path))\ncuts = [50.0, 150.0]\n" + SEGMENT) + ")\n")
+    result, trace = run_steps(carded, [PLAN, ENV, unused, run, SUBMIT], "card-bash-child-unused", replay_cells=1)
+    assert not weights(result)["met"], weights(result)  # read but unused: the replay sees no change
+
+
 def test_a_forged_open_event_earns_nothing(carded):
     forged = cell("import sys\nsys.audit('open', card_path, 'r', 0)\ncuts = [50.0, 150.0]\n" + SEGMENT)
     result, trace = run_steps(carded, [PLAN, ENV, forged, SUBMIT], "card-forged", replay_cells=1)

@@ -38,9 +38,10 @@ unless the harness killed the cell (then the cell is `incomplete` and what came 
 children's opened files join the cell's `opens`.
 
 What this proves for children, and what not: the key is in the bash cell's environment, as bash
-cannot keep a secret from its own code (xtrace.py). The bash cell's code naming it, listing the
-environment (bare `env`, `printenv`, `export -p`, `declare -x`), or the key's value showing in the
-xtrace makes the cell `tampered`; python children lose it before their own code (and, with
+cannot keep a secret from its own code (xtrace.py). The bash cell's code naming it or the key's value
+showing in the xtrace makes the cell `tampered`; listing the environment (bare `env`, `printenv`,
+`export -p`, `declare -x`: honest agents do) drops that cell's children's facts (`modules_dropped`),
+not the cell's own; python children lose it before their own code (and, with
 PYTHONNOUSERSITE, before .pth files in the workspace's user site). What is not caught, as with
 xtrace's token: a program that reads its environment by a name it builds (awk's ENVIRON, perl), a
 python started with -I/-S/-E (no sitecustomize), one whose PYTHONPATH the cell put a sitecustomize

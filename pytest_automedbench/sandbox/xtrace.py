@@ -36,8 +36,9 @@ the cell credit. Programs the cell starts are not traced inside (a script `bash 
 from its own shell is not in the trace either), except python: a python child that runs the
 agent's code (a workspace script, `-c`, stdin) reports the workspace files it ran and the files it
 opened over a second pipe (`modules`, `opens`; sandbox/childtrace.py, whose key is in the cell's
-environment: a traced command naming AMB_TRACE_*, /proc/<pid>/environ, or listing the environment
-(bare `env`, `printenv`, `export`, `declare -x`), or the key's value in the trace is `tampered`).
+environment: a traced command naming AMB_TRACE_* or /proc/<pid>/environ, or the key's value in the trace
+is `tampered`; one listing the environment (bare `env`, `printenv`, `export`, `declare -x`: honest agents
+do, `env | grep CUDA`) drops the children's facts of that cell and keeps its own).
 Those records are as forgeable as this trace, no more (childtrace.py says how).
 """
 from __future__ import annotations
@@ -60,9 +61,11 @@ BOOTSTRAP = f'IFS= read -r {VAR}; eval "${VAR}"; unset {VAR}; . "$0"'
 TAMPER = re.compile(r"\b(?:PS4|BASH_XTRACEFD|SHELLOPTS|BASH_ENV|AMB_TRACE_\w+|" + VAR + r")\b|/proc/(?:self|thread-self|\$\$|"
                     r"\$BASHPID|\$\{?PPID\}?|\d+)/(?:fd|mem|environ)\b|/dev/fd/|\bset\s+(?:\S+\s+)*\+[a-zA-Z]*x"
                     r"|\+o\s+xtrace|\bshopt\s+(?:-\w+\s+)*-\w*u\w*\b.*\bxtrace")
-# Commands that list every variable (PS4 and its token) or the environment (the children's key, childtrace.py).
-LISTS_ALL = re.compile(r"^(?:set|declare|typeset|export|env|printenv|(?:declare|typeset)\s+-[px]+|local\s+-p"
-                       r"|export\s+-p)\s*$")
+# Commands that list every variable, PS4 and its token with them: the cell's trace earns nothing.
+LISTS_ALL = re.compile(r"^(?:set|declare|typeset|(?:declare|typeset)\s+-\w*p\w*|local\s+-p)\s*$")
+# Commands that list the environment, the children's key with it (childtrace.py), not PS4 (never exported):
+# honest agents do this (`env | grep CUDA`), so only the cell's python children lose their facts.
+LISTS_ENV = re.compile(r"^(?:env|printenv|export|export\s+-p|(?:declare|typeset)\s+-x+)\s*$")
 
 
 def cell_script(folder: Path, index: int, code: str) -> Path:
@@ -168,6 +171,9 @@ def with_children(out: dict[str, Any], children: dict[str, Any], key: str, trace
         return _tampered("the children's trace key appears in a traced command (the cell handled it)")
     if children.get("status") == "tampered":
         return _tampered(children["reason"])
+    if out.pop("env_listed", False):  # the key was on show: the children's records could be the cell's own
+        return {**out, "modules": [], "opens": [], "modules_dropped": [
+            {"path": "*", "process": "child", "reason": "the cell listed its environment, where the children's key is"}]}
     out = {**out, "modules": children["modules"], "opens": sorted(map(list, {tuple(o) for o in children["opens"]}))}
     if children["modules_dropped"]:
         out["modules_dropped"] = children["modules_dropped"][:64]
@@ -260,13 +266,14 @@ def read_xtrace(data: bytes, token: str, cell_path: str, code: str, killed: bool
         return _tampered("the bootstrap's records are missing or altered")
     n_lines = max(1, len(code.splitlines()))
     redirect = re.compile(rf"(?<![\w$]){fd}\s*[<>]|[<>]&\s*{fd}(?!\d)|/dev/fd/{fd}(?!\d)") if fd is not None else None
-    lines, commands = set(), set()
+    lines, commands, env_listed = set(), set(), False
     for line, source, text in records[2:]:
         # /dev/fd/N in a traced command is what process substitution <(...) expands to: only the trace's fd counts
         m = next((t for t in TAMPER.finditer(text) if not t.group(0).startswith("/dev/fd/")), None) \
             or LISTS_ALL.match(text.strip()) or (redirect.search(text) if redirect else None)
         if m:
             return _tampered(f"a traced command reaches for the trace ({m.group(0).strip()[:60]!r})")
+        env_listed = env_listed or bool(LISTS_ENV.match(text.strip()))
         if source != cell_path:
             continue  # a file the cell sourced: its lines are not the cell's
         if not 0 < line <= n_lines:
@@ -277,6 +284,8 @@ def read_xtrace(data: bytes, token: str, cell_path: str, code: str, killed: bool
     out = {"status": status, "lines": sorted(lines)[:FACTS_CAP], "commands": sorted(map(list, commands))[:FACTS_CAP]}
     if overflow:
         out["reason"] = f"more than {TRACE_CAP >> 20} MB of xtrace: the rest was not read"
+    if env_listed:
+        out["env_listed"] = True
     return out
 
 
