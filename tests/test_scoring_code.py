@@ -58,7 +58,17 @@ def test_shell_words_not_shell_comments():
     f = facts("set -e\n# pip install torch\necho 'python -c \"import torch\"'\n"
               "pip install nibabel && python --version\n"
               "python -c 'import numpy; print(numpy.__version__)'\nls $AMB_OUTPUT_DIR | wc -l", "bash")
-    assert f.installs == [4] and 4 in f.env_checks and f.imports == {"numpy"} and f.shape_checks == [6]
+    assert f.installs == [4] and 4 in f.env_checks and f.imports == {"numpy"}
+    # listing the outputs folder looks (it cannot fail); a test on the count, or a named file, checks
+    assert f.shape_checks == [] and f.inspected == [6]
+    assert facts('test "$(ls "$AMB_OUTPUT_DIR" | wc -l)" -eq 6 && echo all', "bash").shape_checks == [1]
+    assert facts('ls "$AMB_OUTPUT_DIR/answers.json" && echo ok', "bash").shape_checks == [1]
+
+
+def test_a_quoted_string_over_several_lines_is_one_command():
+    f = facts('cd x && python3 -c "\nimport numpy as np\ny = np.load(\'outputs/a.npy\')\n'
+              'assert np.isfinite(y).all()\n" && echo ok\necho after', "bash")
+    assert f.range_checks == [1] and f.calls["echo"] == 6
 
 
 def test_shell_commands_whose_failure_would_not_show_are_no_evidence():

@@ -30,7 +30,7 @@ def test_careful_run_meets_every_item(tmp_path):
 NO_LIST_PLAN = ("We use SegResNet because it is light and accurate on brain MRI; alternatives considered were UNet "
                 "and nnU-Net. First we inspect the images and then load the weights, pilot a single case, run "
                 "inference on every case and finally check that the outputs are complete before we submit.")
-SHORT_PLAN = "1. Load the images.\n2. We use SegResNet because it is light (not UNet, nnU-Net).\n3. Write the outputs.\n"
+SHORT_PLAN = "1. Load the images.\n2. Pick SegResNet (fast), not UNet/nnU-Net.\n3. Write the outputs.\n"  # 14 words
 
 
 @pytest.mark.parametrize("item, workspace", [

@@ -246,7 +246,9 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
     lines = [re.sub(r"^\s*(#+|\d+[.)]|[-*+])\s*", "", ln) for ln in raw]
     prose = [x for ln in lines for x in re.split(r"(?<=[.!?;])\s+", ln) if _words(x) >= 5]
     words = len((text or "").split())
-    v.item("plan_exists", words >= 30 and len(prose) >= 3,
+    # "real content (not a placeholder)": a short plan of the agent's own counts (15 words, one sentence of
+    # 5+); a title, a line of keywords or a one-phrase note does not
+    v.item("plan_exists", words >= 15 and len(prose) >= 1,
            note or f"plan.md {words} words, {len(prose)} sentences of 5+ words")
     steps = [ln for ln in raw if P.STEP_LINE.match(ln) and _words(ln) >= 3]
     v.item("clear_pipeline", len(steps) >= 3, note or f"{len(steps)} numbered or bulleted steps of 3+ words")
