@@ -347,3 +347,12 @@ def test_end_to_end_a_traced_module_and_a_bash_script_earn_their_checks(folders,
         r.executed = None
     untraced = read_run(record_of(cells, results))
     assert not untraced[1].facts.range_checks and not untraced[2].facts.range_checks
+
+
+def test_python_c_and_stdin_children_read_the_modules_they_imported():
+    ran = run_traced(CHECKS, "checks.py", "check_seg(np.zeros((4, 4), 'uint8'))")
+    checks = Module("checks.py", CHECKS, ran, child=True)
+    body = CELL.replace("outputs/case_0.nii.gz", "outputs/x.nii.gz")
+    heredoc = "python3 - <<'PY'\n" + body + "PY\n"
+    assert read_cell(heredoc, "bash", modules=(checks,)).range_checks == [1]
+    assert not read_cell(heredoc, "bash").range_checks  # untraced: the module is not read

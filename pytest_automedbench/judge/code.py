@@ -1083,10 +1083,13 @@ class _Shell:
                 rest = rest[2:] if rest[0] in ("-X", "-W") else rest[1:]
             if not rest or rest[0] in ("--version", "-V"):
                 f.env_checks.append(line)
+            # -c / stdin text is read as text (it is no file the tracer follows), the workspace modules the
+            # children imported on what ran in them
+            own = tuple(Module(x.path, x.source, x.ran) for x in self.modules if x.child and not x.main)
             if rest[:1] == ["-c"] and len(rest) > 1:
-                f.merge(read_cell(rest[1], "python", self.scripts, self.depth + 1), line)
+                f.merge(read_cell(rest[1], "python", self.scripts, self.depth + 1, modules=own, written=self.written), line)
             elif rest[:1] == ["-"] and body is not None:
-                f.merge(read_cell(body, "python", self.scripts, self.depth + 1), line)
+                f.merge(read_cell(body, "python", self.scripts, self.depth + 1, modules=own, written=self.written), line)
             elif rest[:1] == ["-m"] and len(rest) > 1 and _child_script(self.modules, rest[1].replace(".", "/") + ".py"):
                 child = _child_script(self.modules, rest[1].replace(".", "/") + ".py")
                 f.runs.append(posixpath.basename(child.path))
