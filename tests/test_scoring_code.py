@@ -183,3 +183,10 @@ def test_a_script_written_and_run_in_the_same_cell():
               "Path('p.py').write_text('import torch\\nnet = torch.load(\"m.pt\")\\n')\n"
               "subprocess.run([sys.executable, 'p.py'], check=True)")
     assert f.weights == [(4, ["m.pt"])]
+
+
+def test_an_assert_of_a_tuple_is_always_true():
+    """`assert (ok, "msg")` tests a non-empty tuple (Python warns: assertion is always true)."""
+    body = "import numpy as np\ny = np.clip(np.load('/public/x.npy'), 0, 1)\ny = np.sqrt(y)\n"
+    assert not facts(body + "assert (np.isfinite(y).all(), 'finite')\n").range_checks
+    assert facts(body + "assert np.isfinite(y).all(), 'finite'\n").range_checks == [4]

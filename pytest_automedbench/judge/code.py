@@ -525,7 +525,8 @@ class _Python:
             if t & LOOKED_AT:
                 self.note("inspected", s.lineno)
             self.shown(t, s.lineno)
-            self.commit(t)
+            if not (isinstance(s.test, ast.Tuple) and s.test.elts):  # assert (ok, "msg"): always true
+                self.commit(t)
         elif isinstance(s, ast.Return):
             if s.value is not None and self.returns:
                 self.returns[-1] |= self.expr(s.value)
