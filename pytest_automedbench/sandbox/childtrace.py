@@ -74,6 +74,8 @@ import secrets
 import threading
 from typing import Any
 
+from .pipedrain import PipeDrain
+
 CHILD_CAP = 8 << 20  # bytes of children's records kept per cell; beyond, the cell's children are incomplete
 MODULE_CAP = 64
 FACTS_CAP = 20000
@@ -154,8 +156,10 @@ def opens_of(items) -> list[list[str]]:
     return [list(o) for o in items if isinstance(o, (list, tuple)) and len(o) == 3 and all(isinstance(x, str) for x in o)]
 
 
-class ChildChannel:
+class ChildChannel(PipeDrain):
     """The harness's end of a bash cell's children's record pipe (module docstring)."""
+
+    cap = CHILD_CAP
 
     def __init__(self):
         self.key = secrets.token_hex(32)
@@ -173,19 +177,6 @@ class ChildChannel:
         if self.write_fd >= 0:
             os.close(self.write_fd)
             self.write_fd = -1
-
-    def _pump(self) -> None:
-        try:
-            while True:
-                chunk = os.read(self.read_fd, 65536)
-                if not chunk:
-                    break
-                if len(self._data) < CHILD_CAP:
-                    self._data += chunk
-                else:
-                    self._over = True  # keep draining: a flood never blocks the children
-        except OSError:
-            pass
 
     def facts(self, killed: bool) -> dict[str, Any]:
         """{"modules", "opens", "modules_dropped", "incomplete"} or {"status": "tampered", "reason"}."""

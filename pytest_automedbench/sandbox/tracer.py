@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from .childtrace import Malformed, ModuleFacts, opens_of
+from .pipedrain import PipeDrain
 
 RECORD_CAP = 8 << 20  # bytes of records kept per cell; a cell flooding the pipe is `tampered`
 FACTS_CAP = 20000  # lines / arcs kept in the stored facts (a cell is far smaller)
@@ -598,8 +599,10 @@ def cell_file(folder: Path, index: int, code: str, suffix: str = ".py") -> Path:
     return path
 
 
-class TraceChannel:
+class TraceChannel(PipeDrain):
     """The harness's end of one cell's record pipe: `write_fd` goes to the cell, `facts()` after it ends."""
+
+    cap = RECORD_CAP
 
     def __init__(self, language: str, cell_path: str | None = None):
         self.language, self.cell_path = language, cell_path
@@ -635,19 +638,6 @@ class TraceChannel:
             if getattr(self, name) >= 0:
                 os.close(getattr(self, name))
                 setattr(self, name, -1)
-
-    def _pump(self) -> None:
-        try:
-            while True:
-                chunk = os.read(self.read_fd, 65536)
-                if not chunk:
-                    break
-                if len(self._data) < RECORD_CAP:
-                    self._data += chunk
-                else:
-                    self._over = True
-        except OSError:
-            pass
 
     def facts(self, killed: bool, code: str) -> dict[str, Any]:
         """The executed facts (see the module's docstring); `killed`: the harness stopped the cell."""

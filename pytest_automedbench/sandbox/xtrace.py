@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .childtrace import ChildChannel
+from .pipedrain import PipeDrain
 from .tracer import cell_file
 
 TRACE_CAP = 8 << 20  # bytes of xtrace kept per cell; beyond it the cell's trace is `incomplete`
@@ -73,11 +74,12 @@ def cell_script(folder: Path, index: int, code: str) -> Path:
     return cell_file(folder, index, code, ".sh")
 
 
-class XtraceChannel:
+class XtraceChannel(PipeDrain):
     """The harness's end of one bash cell's xtrace pipe: `write_fd` goes to the cell, `stdin(fd)` is what
     the harness writes to the cell's stdin, `facts()` after it ends (the same shape as TraceChannel)."""
 
     language = "bash"
+    cap, clip = TRACE_CAP, True  # the trace kept up to its cap exactly; reaching it is `incomplete`
 
     def __init__(self, cell_path: str, fifo: tuple[Path, str] | None = None):
         """`fifo`: (host path, path inside) of a FIFO the cell's shell opens for writing instead of an
@@ -129,20 +131,6 @@ class XtraceChannel:
             self.write_fd = -1
         if self.children:
             self.children.started()
-
-    def _pump(self) -> None:
-        try:
-            while True:
-                chunk = os.read(self.read_fd, 65536)
-                if not chunk:
-                    break
-                if len(self._data) < TRACE_CAP:
-                    self._data += chunk[:TRACE_CAP - len(self._data)]
-                    self._over = self._over or len(self._data) >= TRACE_CAP
-                else:
-                    self._over = True  # keep draining, so a flooding cell never blocks on a full pipe
-        except OSError:
-            pass
 
     def facts(self, killed: bool, code: str) -> dict[str, Any]:
         self.started()
