@@ -356,3 +356,23 @@ def test_python_c_and_stdin_children_read_the_modules_they_imported():
     heredoc = "python3 - <<'PY'\n" + body + "PY\n"
     assert read_cell(heredoc, "bash", modules=(checks,)).range_checks == [1]
     assert not read_cell(heredoc, "bash").range_checks  # untraced: the module is not read
+
+
+MAKEFILE = "PY = python3\n\npilot: run.py\n\t@$(PY) run.py --limit 1\n\t$(PY) check.py pilot.csv\n\n" \
+           "all: pilot\n\t$(PY) run.py\n\n.PHONY: all pilot\n"
+MAKE_RUN_PY = "import sys, numpy as np\nx = np.load(sys.argv[1])\ny = x > 0.5\nassert y.any()\n"
+
+
+def test_make_runs_its_recipes_as_a_shell_script():
+    from pytest_automedbench.judge.code import make_recipe
+
+    scripts = {"Makefile": MAKEFILE, "run.py": MAKE_RUN_PY}
+    assert make_recipe(["pilot"], scripts) == "python3 run.py --limit 1\npython3 check.py pilot.csv"
+    assert make_recipe(["all"], scripts).splitlines()[-1] == "python3 run.py"  # after its prerequisite's
+    assert make_recipe([], scripts) == make_recipe(["pilot"], scripts)  # the first target
+    assert make_recipe(["pilot"], {"run.py": MAKE_RUN_PY}) is None  # no Makefile written: nothing to read
+    pilot = read_cell("make pilot", "bash", scripts)
+    assert pilot.methods_one == [1] and pilot.range_checks == [1] and "Makefile" in pilot.runs
+    # a Makefile written by a python cell is kept like a script
+    writer = read_cell(f"open('Makefile', 'w').write({MAKEFILE!r})\n", "python")
+    assert writer.scripts.get("Makefile") == MAKEFILE

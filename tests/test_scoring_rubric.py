@@ -27,9 +27,10 @@ def test_careful_run_meets_every_item(tmp_path):
         assert all(i["evidence"] for i in v[stage].items.values())  # evidence for every item
 
 
+# steps named but not ordered (no list, no arrows, no "first ... then ... finally")
 NO_LIST_PLAN = ("We use SegResNet because it is light and accurate on brain MRI; alternatives considered were UNet "
-                "and nnU-Net. First we inspect the images and then load the weights, pilot a single case, run "
-                "inference on every case and finally check that the outputs are complete before we submit.")
+                "and nnU-Net. Inspecting the images, loading the weights, a single-case pilot, inference on every "
+                "case and a check that the outputs are complete all matter for this task.")
 SHORT_PLAN = "1. Load the images.\n2. Pick SegResNet (fast), not UNet/nnU-Net.\n3. Write the outputs.\n"  # 14 words
 
 
@@ -234,3 +235,20 @@ def test_model_chosen_reads_a_choice_and_its_reason(plan, chosen):
     from pytest_automedbench.judge.heuristic import choice_with_reason
 
     assert (choice_with_reason(plan.splitlines()) is not None) is chosen, plan
+
+
+@pytest.mark.parametrize("plan, steps", [
+    ("1. load the volumes\n2. run the shipped UNet\n3. write the masks to outputs", 3),
+    ("Step 1: load the volumes with nibabel\nStep 2: run the model\nStep 3: save each mask", 3),
+    ("Pipeline: read NIfTI -> z-score -> UNet -> argmax -> write masks", 5),
+    ("First I load each volume and its header. Then the shipped UNet segments it on the chosen device. "
+     "Finally the masks are written to outputs and their label sets are checked.", 3),
+    ("We segment the brain with the shipped UNet because it has weights for these labels.", 0),
+    ("UNet -> good", 0),  # one arrow joins two things: no chain
+])
+def test_clear_pipeline_counts_ordered_steps_in_any_form(plan, steps):
+    from pytest_automedbench.judge.heuristic import pipeline_steps
+
+    raw = plan.splitlines()
+    prose = [x for ln in raw for x in __import__("re").split(r"(?<=[.!?;])\s+", ln) if len(x.split()) >= 5]
+    assert pipeline_steps(raw, prose)[0] == steps, pipeline_steps(raw, prose)

@@ -156,6 +156,10 @@ class CodeFacts:
     loops: set[str] = field(default_factory=set)  # loop variables (for / comprehension targets)
     methods: list[int] = field(default_factory=list)  # a method applied to data
     methods_one: list[int] = field(default_factory=list)  # ... to one case
+    # where each method's result is bound, in the file that holds the statement: (file, line), file "" for
+    # the code read itself, else a workspace module's or script's path ("<string>" / "<stdin>": -c / stdin
+    # text of a child); the result probe (replay_probe.py) breaks those results where they are made
+    method_sites: set[tuple[str, int]] = field(default_factory=set)
     model_calls: list[int] = field(default_factory=list)  # a model object called on data
     models: list[int] = field(default_factory=list)  # a model built or loaded
     weights: list[tuple[int, list[str]]] = field(default_factory=list)  # weights loaded: line, file names
@@ -178,8 +182,10 @@ class CodeFacts:
             return ""
         return self.lines[n - 1].strip()[:120]
 
-    def merge(self, other: "CodeFacts", at: int) -> None:
-        """Fold a script this cell ran into its facts (its evidence cites the running line)."""
+    def merge(self, other: "CodeFacts", at: int, path: str | None = None) -> None:
+        """Fold a script this cell ran into its facts (its evidence cites the running line); `path`: the
+        script's file, where its own method sites are (None: unknown, they are dropped)."""
+        self.method_sites |= {(f or path, n) for f, n in other.method_sites if f or path}
         for name in ("methods", "methods_one", "model_calls", "models", "device", "training", "range_checks",
                      "shape_checks", "inspected", "singles", "installs", "env_checks"):
             getattr(self, name).extend(at for _ in getattr(other, name)[:1])
@@ -311,7 +317,8 @@ def _path_name(node: ast.AST | None) -> str | None:
     """The file name a path expression ends with (its last string constant that looks like a file)."""
     if node is None:
         return None
-    names = [_file_name(s) for s in _strings(node) if "." in _file_name(s) and len(s) < 300 and "\n" not in s]
+    names = [_file_name(s) for s in _strings(node)
+             if ("." in _file_name(s) or _file_name(s) in MAKEFILES) and len(s) < 300 and "\n" not in s]
     return names[-1] if names else None
 
 
@@ -395,6 +402,7 @@ class _Python:
         self.quiet = 0
         self.deferred: dict[str, ast.Lambda | ast.GeneratorExp] = {}  # name -> a lambda / generator not yet run
         self.checks_returncode = False
+        self.site: tuple[str, int] = ("", 0)  # the statement being read, in its own file (method_sites)
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError):
@@ -418,6 +426,8 @@ class _Python:
     def note(self, kind: str, line: int) -> None:
         if not self.quiet:
             getattr(self.facts, kind).append(line)
+            if kind == "methods" and self.site[1]:
+                self.facts.method_sites.add(self.site)
 
     def commit(self, tags: set[str]) -> None:
         """The pending checks a stop decides (an assert, an `if` that raises ...) become checks."""
@@ -440,7 +450,14 @@ class _Python:
         return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
             self.dotted(s.value.func) in ("sys.exit", "exit", "quit", "os._exit", "os.abort")
 
-    def stmt(self, s: ast.stmt) -> None:  # noqa: C901 (one branch per statement kind)
+    def stmt(self, s: ast.stmt) -> None:
+        saved, self.site = self.site, (getattr(s, "amb_file", ""), getattr(s, "amb_line", s.lineno))
+        try:
+            self.statement(s)
+        finally:
+            self.site = saved
+
+    def statement(self, s: ast.stmt) -> None:  # noqa: C901 (one branch per statement kind)
         if isinstance(s, (ast.Import, ast.ImportFrom)):
             self.imports(s)
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -602,6 +619,9 @@ class _Python:
                 own[s.name] = f"{m.dotted}.{s.name}"
         for s in tree.body:
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for n in ast.walk(s):  # where each statement is in the module, kept through _relabel
+                    if hasattr(n, "lineno"):
+                        n.amb_file, n.amb_line = m.path, n.lineno
                 self.module_defs[f"{m.dotted}.{s.name}"] = (s, own)
         if name != m.dotted:  # imported by its last part: calls resolve to that name
             for s in tree.body:
@@ -917,7 +937,7 @@ class _Python:
             text = None
         if target and not self.quiet:
             self.facts.writes.add(target)
-            if isinstance(text, str) and target.endswith((".py", ".sh")):
+            if isinstance(text, str) and kept_script(target):
                 self.facts.scripts[target] = text
         return True
 
@@ -950,17 +970,18 @@ class _Python:
         child = _child_script(self.modules, arg or script)
         if child is not None and self.depth < 3:  # the child ran traced: the text and lines that ran
             facts = _read_child(child, known, self.modules, self.depth + 1, list(words), self.written)
-            self.merge(facts, line)
+            self.merge(facts, line, child.path)
             if one and facts.methods and line not in self.facts.methods_one:
                 self.note("methods_one", line)
             return
         source = known.get(script)
         if source is not None and self.depth < 3:
-            self.merge(read_cell(source, "bash" if script.endswith(".sh") else "python", known, self.depth + 1), line)
+            self.merge(read_cell(source, "bash" if script.endswith(".sh") else "python", known, self.depth + 1), line,
+                       script)
 
-    def merge(self, other: CodeFacts, line: int) -> None:
+    def merge(self, other: CodeFacts, line: int, path: str | None = None) -> None:
         if not self.quiet:
-            self.facts.merge(other, line)
+            self.facts.merge(other, line, path)
 
 
 SHELL_PLUMBING = frozenset(
@@ -972,6 +993,64 @@ SHELL_PLUMBING = frozenset(
     "md5sum sha1sum sha256sum sha512sum b2sum cksum sum cmp od hexdump xxd".split())
 SHELL_LISTING = frozenset("ls find du wc stat tree".split())
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+
+
+MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+_MAKE_VAR = re.compile(r"\$[({](\w+)[)}]")
+
+
+def kept_script(name: str) -> bool:
+    """A file whose text the code reading keeps when a cell writes it: a script or a Makefile."""
+    base = _file_name(name)
+    return base.endswith((".py", ".sh", ".mk")) or base in MAKEFILES
+
+
+def make_recipe(args: list[str], scripts: Mapping[str, str]) -> str | None:
+    """The shell commands `make <args>` runs, from a Makefile a cell wrote: the targets' recipes after their
+    prerequisites' (each once), simple variables expanded; None when no Makefile is known."""
+    file = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-f"), None)
+    text = scripts.get(_file_name(file)) if file else next((scripts[m] for m in MAKEFILES if m in scripts), None)
+    if text is None:
+        return None
+    rules: dict[str, tuple[list[str], list[str]]] = {}
+    variables: dict[str, str] = {}
+    order: list[str] = []
+    current: list[str] | None = None
+    for raw in text.replace("\\\n", " ").splitlines():
+        if raw.startswith("\t") and current is not None:
+            current.append(raw.strip().lstrip("@-+").strip())
+            continue
+        line = raw.split("#", 1)[0].rstrip()
+        m = re.match(r"^\s*([A-Za-z_]\w*)\s*[:?+]?=\s*(.*)$", line)
+        if m:
+            variables[m.group(1)] = m.group(2)
+            current = None
+            continue
+        m = re.match(r"^([^\s:=][^:=]*?)\s*::?\s*([^=]*)$", line)
+        if m:
+            current = []
+            for target in m.group(1).split():
+                rules[target] = (m.group(2).split(), current)
+                if not target.startswith("."):
+                    order.append(target)
+    wanted = [a for a in args if not a.startswith("-") and "=" not in a and a != file] or order[:1]
+    out: list[str] = []
+    done: set[str] = set()
+
+    def visit(target: str, depth: int = 0) -> None:
+        if target in done or target not in rules or depth > 8:
+            return
+        done.add(target)
+        deps, recipe = rules[target]
+        for d in deps:
+            visit(d, depth + 1)
+        out.extend(recipe)
+
+    for t in wanted:
+        visit(t)
+    # a make variable it defines is expanded, any other (the environment's) becomes the shell's ${NAME}
+    expand = lambda s: _MAKE_VAR.sub(lambda m: variables.get(m.group(1), "${%s}" % m.group(1)), s)  # noqa: E731
+    return "\n".join(expand(expand(c)).replace("$$", "$") for c in out) if out else None
 
 
 class _Shell:
@@ -1064,7 +1143,11 @@ class _Shell:
         f, prog = self.facts, words[0]
         f.calls.setdefault(prog, line)
         redirect = words[words.index(">") + 1] if ">" in words[:-1] else None
-        if redirect and body is not None and redirect.endswith((".py", ".sh")):
+        if redirect and body is None and prog in ("printf", "echo") and len(words) > 1 and kept_script(redirect):
+            # printf '...\n\t...' > Makefile: the text bash writes (its escapes undone)
+            text = words[1] if prog == "printf" else " ".join(w for w in words[1:words.index(">")] if w != "-e")
+            body = text.replace("\\n", "\n").replace("\\t", "\t")
+        if redirect and body is not None and kept_script(redirect):
             f.scripts[_file_name(redirect)] = body
             self.scripts[_file_name(redirect)] = body
         if redirect:
@@ -1088,26 +1171,39 @@ class _Shell:
             # children imported on what ran in them
             own = tuple(Module(x.path, x.source, x.ran) for x in self.modules if x.child and not x.main)
             if rest[:1] == ["-c"] and len(rest) > 1:
-                f.merge(read_cell(rest[1], "python", self.scripts, self.depth + 1, modules=own, written=self.written), line)
+                f.merge(read_cell(rest[1], "python", self.scripts, self.depth + 1, modules=own, written=self.written), line,
+                        "<string>")
             elif rest[:1] == ["-"] and body is not None:
-                f.merge(read_cell(body, "python", self.scripts, self.depth + 1, modules=own, written=self.written), line)
+                f.merge(read_cell(body, "python", self.scripts, self.depth + 1, modules=own, written=self.written), line,
+                        "<stdin>")
             elif rest[:1] == ["-m"] and len(rest) > 1 and _child_script(self.modules, rest[1].replace(".", "/") + ".py"):
                 child = _child_script(self.modules, rest[1].replace(".", "/") + ".py")
                 f.runs.append(posixpath.basename(child.path))
-                f.merge(_read_child(child, self.scripts, self.modules, self.depth + 1, rest[2:], self.written), line)
+                f.merge(_read_child(child, self.scripts, self.modules, self.depth + 1, rest[2:], self.written), line,
+                        child.path)
             elif rest and rest[0].endswith(".py"):
                 script = _file_name(rest[0])
                 f.runs.append(script)
                 child = _child_script(self.modules, rest[0])
                 if child is not None and self.depth < 3:  # traced: the text and lines that ran
                     facts = _read_child(child, self.scripts, self.modules, self.depth + 1, rest[1:], self.written)
-                    f.merge(facts, line)
+                    f.merge(facts, line, child.path)
                     if _one_case(rest[1:]) and facts.methods and line not in f.methods_one:
                         f.methods_one.append(line)
                 elif script in self.scripts and self.depth < 3:
-                    f.merge(read_cell(self.scripts[script], "python", self.scripts, self.depth + 1), line)
+                    facts = read_cell(self.scripts[script], "python", self.scripts, self.depth + 1)
+                    f.merge(facts, line, rest[0])
+                    if _one_case(rest[1:]) and facts.methods and line not in f.methods_one:
+                        f.methods_one.append(line)
                 elif any(_constant_tags(w) & {IN, OUTP} for w in rest[1:]):
                     f.methods.append(line)  # a program we cannot read (shipped with the data) run on the data
+            return
+        if prog in ("make", "gmake") and self.depth < 3:
+            recipe = make_recipe(words[1:], self.scripts)
+            if recipe is not None:  # the recipes make runs, read as the shell script they are (make stops on errors)
+                f.runs.append("Makefile")
+                f.merge(read_cell("set -e\n" + recipe, "bash", self.scripts, self.depth + 1, modules=self.modules,
+                                  written=self.written), line)
             return
         if prog in ("bash", "sh") and len(words) > 1 and words[1].endswith(".sh"):
             script = _file_name(words[1])

@@ -226,6 +226,26 @@ def choice_with_reason(raw: list[str]) -> str | None:
     return None
 
 
+INLINE_NUMBERS = re.compile(r"(?:^|\s)\d+[.)]\s+\S")
+
+
+def pipeline_steps(raw: list[str], prose: list[str]) -> tuple[int, str]:
+    """How many ordered steps the plan gives, in the form that gives most: numbered or bulleted lines (or
+    "Step 3:" labels) of 3+ words, a chain of arrows ("load -> normalise -> predict -> save"), or sentences
+    ordered by sequence words ("First ..., then ..., finally ...")."""
+    listed = sum(max(1, len(INLINE_NUMBERS.findall(ln))) for ln in raw
+                 if (P.STEP_LINE.match(ln) or P.STEP_LABEL.match(ln)) and _words(ln) >= 3)
+    chain = max((len([x for x in P.ARROWS.split(ln) if x.strip()]) for ln in raw if len(P.ARROWS.findall(ln)) >= 2),
+                default=0)
+    ordered = sum(len(P.SEQUENCE_WORDS.findall(x)) for x in prose)
+    # one line of actions in order: "Steps: load each slice, denoise, save as NIfTI, check the values"
+    actions = max((sum(bool(P.STEP_VERBS.match(x.strip(" .:*-").split(":")[-1].strip()))
+                       for x in P.STEP_SPLIT.split(ln)) for ln in raw), default=0)
+    return max((listed, "numbered or bulleted steps of 3+ words"), (chain, "a chain of arrows"),
+               (ordered, "steps ordered by sequence words in sentences"),
+               (actions, "actions listed in order in one line"), key=lambda t: t[0])
+
+
 def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None) -> StageVerdict:
     v = StageVerdict(0.0)
     plan = workspace / "plan.md"
@@ -250,8 +270,8 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
     # 5+); a title, a line of keywords or a one-phrase note does not
     v.item("plan_exists", words >= 15 and len(prose) >= 1,
            note or f"plan.md {words} words, {len(prose)} sentences of 5+ words")
-    steps = [ln for ln in raw if P.STEP_LINE.match(ln) and _words(ln) >= 3]
-    v.item("clear_pipeline", len(steps) >= 3, note or f"{len(steps)} numbered or bulleted steps of 3+ words")
+    n_steps, how = pipeline_steps(raw, prose)
+    v.item("clear_pipeline", n_steps >= 3, note or f"{n_steps} ordered steps ({how})")
     chosen = choice_with_reason(raw)
     models = sorted({m.group(0).lower() for ln in lines if _words(ln) >= 4 for m in P.MODEL_WORDS.finditer(ln)})
     v.item("model_chosen", chosen is not None,
@@ -422,15 +442,34 @@ def find_pilot(cells: list[Cell], n_cases: int) -> tuple[Cell | None, str]:
             continue
         if c.facts.methods_one and c.shown:
             return c, c.cite(c.facts.methods_one[0]) + " (one case, result shown)"
+        once = ran_once(c) if c.facts.methods else ""
+        if once and c.shown:
+            return c, f"cell {c.index}: its method ran once ({once}, the result probe's unmutated replay), result shown"
         if c.new_cases and c.facts.methods:
             return c, c.cite((c.facts.methods or [None])[0]) + f" (outputs for {c.cases} of {need(n_cases)} cases)"
     return None, "no cell that ran applied the method to one case and showed the result"
 
 
+def ran_once(c: Cell) -> str:
+    """Where the result probe's unmutated replay saw each of the cell's method sites run at most once, and
+    one run exactly once: the method applied to one case, however the case was picked. "" otherwise."""
+    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    hits = p.get("hits") if isinstance(p, dict) else None
+    if not isinstance(hits, dict) or not hits:
+        return ""
+    counts = [n for n in hits.values() if isinstance(n, int)]
+    return ", ".join(sorted(hits)[:2]) if counts and max(counts) == 1 else ""
+
+
 def method_names(c: Cell) -> set[str]:
-    """The calls a cell applied to data (its method) and the scripts it ran."""
+    """The calls a cell applied to data (its method), the scripts it ran, and where in the agent's modules
+    and scripts a method's result was bound (`module.py:12`: the same code reached through other names)."""
     lines = set(c.facts.methods)
-    return {n for n, line in c.facts.calls.items() if line in lines} | set(c.facts.runs)
+    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    hits = p.get("hits") if isinstance(p, dict) and isinstance(p.get("hits"), dict) else {}
+    return ({n for n, line in c.facts.calls.items() if line in lines} | set(c.facts.runs)
+            | {f"{f}:{n}" for f, n in c.facts.method_sites if f and not f.startswith("<")}
+            | {site for site, n in hits.items() if n and not site.startswith("<")})  # the probe saw it run
 
 
 def pilot_linked(pilot: Cell, full: Cell | None, history: History | None) -> tuple[bool, str]:
@@ -451,10 +490,47 @@ def pilot_linked(pilot: Cell, full: Cell | None, history: History | None) -> tup
 
 
 def checked(c: Cell, kind: str) -> bool:
-    """A cell that ran a real check of results or outputs (`range_checks` / `shape_checks`: an assert, a raise,
-    a non-zero exit or a FAIL line decided by it, code.py; printing a value is no check); when it was replayed
-    on broken outputs (judge/replay.py), it must have failed on at least one of them."""
-    return c.ok and bool(getattr(c.facts, kind)) and can_fail(c)
+    """A cell that ran a real check of results or outputs. Where the result probe (replay_probe.py) broke
+    the cell's own results, what its checks did decides: a value kind caught is a value check, half the
+    items caught a shape check, every kind tried let through (a check ran on them) is no check, however it
+    reads. Otherwise the code reading (`range_checks` / `shape_checks`: an assert, a raise, a non-zero exit
+    or a FAIL line decided by it, code.py; printing a value is no check), which a replay on broken outputs
+    (judge/replay.py) must not have shown passing on every one of them."""
+    if not c.ok:
+        return False
+    probed = probe_verdict(c, kind)
+    if probed is not None:
+        return probed
+    return bool(getattr(c.facts, kind)) and can_fail(c)
+
+
+def cite_check(c: Cell, kind: str) -> str:
+    """Where a credited check is: the line the code reading found, and what the result probe saw."""
+    lines = getattr(c.facts, kind)
+    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    probed = ""
+    if isinstance(p, dict) and p.get("fails_on"):
+        probed = f"broken results ({', '.join(p['fails_on'])}) stopped it: {p.get('where') or 'its exit status'}"
+    if lines:
+        return c.cite(lines[0]) + (f" ({probed})" if probed else "")
+    return f"cell {c.index}: {probed}" if probed else f"cell {c.index}"
+
+
+def probe_verdict(c: Cell, kind: str) -> bool | None:
+    """The result probe's verdict on a cell's value (`range_checks`) or shape checks; None: it says nothing."""
+    from .replay_probe import VALUE_KINDS
+
+    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    if not isinstance(p, dict) or "fails_on" not in p:
+        return None
+    wanted = set(VALUE_KINDS) if kind == "range_checks" else {"shape"}
+    if wanted & set(p["fails_on"]):
+        return True
+    # let through: a check ran on a broken value and passed it, and no kind broke the method instead
+    # (untested kinds -- nothing broken, or no check ran after -- say nothing either way)
+    if wanted & set(p["passes_on"]) and not wanted & set(p["crashed_on"]):
+        return False
+    return None
 
 
 def can_fail(c: Cell) -> bool:
@@ -506,11 +582,11 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
     shape_cell = first(cells, lambda c: checked(c, "shape_checks"))
     v.item("single_case_pilot", pilot is not None, why + (" before the full run" if pilot and full else ""))
     v.item("pilot_quality_check", pilot_check is not None,
-           pilot_check.cite(pilot_check.facts.range_checks[0]) + replayed if pilot_check
+           cite_check(pilot_check, "range_checks") + replayed if pilot_check
            else "no check of the pilot's result that could stop the run")
-    v.item("range_check", range_cell is not None, range_cell.cite(range_cell.facts.range_checks[0]) if range_cell
+    v.item("range_check", range_cell is not None, cite_check(range_cell, "range_checks") if range_cell
            else "no cell that ran checked the values of results or outputs where a failure would stop the run")
-    v.item("shape_check", shape_cell is not None, shape_cell.cite(shape_cell.facts.shape_checks[0]) if shape_cell
+    v.item("shape_check", shape_cell is not None, cite_check(shape_cell, "shape_checks") if shape_cell
            else "no cell that ran checked the shape or count of results or outputs where a failure would stop it")
     level = ("pilot_and_quality_check" if pilot_check is not None and full is not None
              else "range_aware" if range_cell is not None else "shape_only" if shape_cell is not None else "none")

@@ -34,6 +34,20 @@ REASON_WORDS = re.compile(
     # ... or what rules the alternatives out: "alternatives (need GPUs and downloads)"
     r"needs?|requires?|too \w+|unavailable|gated|heavy|slow|cannot|can't)\b", re.I)
 STEP_LINE = re.compile(r"^\s*(\d+[.)]|[-*])\s+\S", re.M)
+STEP_LABEL = re.compile(r"^\s*(#+\s*)?(\*\*)?(step|stage|phase)\s*\d+\b", re.I)
+ARROWS = re.compile(r"\s*(?:->|→|=>|⇒|-->|⟶)\s*")
+# What a pipeline step does, as its first word ("load each slice, denoise, save as NIfTI, check the values").
+STEP_VERBS = re.compile(
+    r"^(?:(?:and|then|and then|finally|first|next|lastly)\s+)?(load|read|open|inspect|check|verify|validate|build|"
+    r"construct|instantiate|run|apply|predict|infer|segment|classify|denoise|answer|restore|enhance|normali[sz]e|"
+    r"standardi[sz]e|z-?score|resample|resize|crop|pad|threshold|argmax|softmax|post-?process|pilot|write|save|"
+    r"export|store|submit|compute|extract|convert|evaluate|score|compare|plot|draw|move|place|put|map|merge|"
+    r"assemble|collect|pick|choose|select|fit|fall ?back|retry|resume|copy|cast|clip|stack|split|loop|iterate|"
+    r"review|confirm|test|ensure|make)\b", re.I)
+STEP_SPLIT = re.compile(r"\s*(?:[,;]|\bthen\b|(?:->|→|=>))\s*", re.I)
+# Words that order a plan's sentences: "First I load ..., then ..., finally ...".
+SEQUENCE_WORDS = re.compile(r"\b(first(ly)?|second(ly)?|third(ly)?|then|next|after (that|this|which)|afterwards|"
+                            r"finally|lastly|last(ly)?,|once (that|this|done|it)|before (that|writing|submitting))\b", re.I)
 ENV_FAILURE = re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|ERROR: Could not|ResolutionImpossible|"
                          r"pip\S* .*error|command not found", re.I)
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")

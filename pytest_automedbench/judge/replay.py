@@ -12,8 +12,6 @@ re-judges without replaying. Replays are bounded (cells, seconds, workspace size
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 import tempfile
@@ -25,6 +23,7 @@ from .. import safefs
 from ..agents.loop import RunRecord
 from .evidence import Cell, read_run
 from .history import OUTPUTS, History
+from .probe_runtime import mutate_file
 
 MUTATIONS = ("zeros", "missing", "nan", "shape", "labels")
 MAX_CELLS = 3  # candidate cells replayed per run (the last ones: the checks of the final outputs)
@@ -59,85 +58,6 @@ def workspace_bytes(root: Path) -> int:
     return sum(st.st_size for _, st in found)
 
 
-# -- mutations of the outputs -------------------------------------------------------------------------
-def _nifti(path: Path, kind: str) -> bool:
-    import nibabel as nib
-    import numpy as np
-
-    img = nib.load(str(path))
-    data = np.asarray(img.dataobj)
-    if kind == "zeros":
-        new = np.zeros_like(data)
-    elif kind == "nan":
-        new = np.full(data.shape, np.nan, np.float32)
-    elif kind == "shape":
-        new = data[: max(1, data.shape[0] // 2)]
-    elif kind == "labels":
-        if not np.issubdtype(data.dtype, np.integer):
-            return False
-        new = data.astype(np.int16) + 7
-    else:
-        return False
-    nib.save(nib.Nifti1Image(new, img.affine), str(path))
-    return True
-
-
-def _image(path: Path, kind: str) -> bool:
-    import numpy as np
-    from PIL import Image
-
-    with Image.open(path) as im:
-        a = np.asarray(im)
-    if kind == "zeros":
-        new = np.zeros_like(a)
-    elif kind == "shape":
-        new = a[: max(1, a.shape[0] // 2)]
-    elif kind == "labels" and a.dtype == np.uint8:
-        new = (a.astype(np.int16) + 7).clip(0, 255).astype(np.uint8)
-    else:
-        return False
-    Image.fromarray(new).save(path)
-    return True
-
-
-def _json(path: Path, kind: str) -> bool:
-    data = json.loads(path.read_text())
-    if isinstance(data, dict) and data:
-        key = sorted(data)[0]
-        if kind == "missing":
-            del data[key]
-        else:
-            data = {k: {"zeros": "", "nan": None, "labels": "zzz-not-a-label"}.get(kind, v) for k, v in data.items()}
-            if kind not in ("zeros", "nan", "labels"):
-                return False
-    elif isinstance(data, list) and data:
-        if kind != "missing":
-            return False
-        data = data[1:]
-    else:
-        return False
-    path.write_text(json.dumps(data))
-    return True
-
-
-def _csv(path: Path, kind: str) -> bool:
-    rows = list(csv.reader(io.StringIO(path.read_text())))
-    if len(rows) < 2 or len(rows[0]) < 2:
-        return False
-    head, body = rows[0], rows[1:]
-    if kind == "missing":
-        body = body[1:]
-    elif kind in ("zeros", "nan", "labels"):
-        fill = {"zeros": "0", "nan": "nan", "labels": "zzz-not-a-label"}[kind]
-        body = [[r[0]] + [fill] * (len(r) - 1) for r in body if r]
-    else:
-        return False
-    buf = io.StringIO()
-    csv.writer(buf).writerows([head] + body)
-    path.write_text(buf.getvalue())
-    return True
-
-
 def mutate(workspace: Path, kind: str) -> str | None:
     """Break the copy's outputs one way; what was done, or None when the class does not apply to them."""
     outputs = sorted(Path(e.path) for e in safefs.walk(workspace / OUTPUTS.rstrip("/")) if e.is_file)
@@ -148,21 +68,7 @@ def mutate(workspace: Path, kind: str) -> str | None:
         return f"removed {outputs[0].name}"
     changed = 0
     for p in (outputs[:1] if kind == "missing" else outputs):
-        name = p.name.lower()
-        try:
-            if name.endswith((".nii", ".nii.gz")):
-                changed += _nifti(p, kind)
-            elif name.endswith((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")):
-                changed += _image(p, kind)
-            elif name.endswith(".json"):
-                changed += _json(p, kind)
-            elif name.endswith((".csv", ".tsv")):
-                changed += _csv(p, kind)
-            elif kind == "zeros":
-                p.write_bytes(b"")
-                changed += 1
-        except Exception:  # noqa: BLE001 - an output we cannot parse is left as it is
-            continue
+        changed += mutate_file(str(p), kind, empty_other=True)
     return f"{kind} in {changed} output(s)" if changed else None
 
 
@@ -191,6 +97,10 @@ def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., A
         weights = replay_weights(record, workspace, public, make_sandbox, history, left)
         if weights is not None:
             summary["weights"] = weights
+    if max_cells > 0 and budget_s - (time.monotonic() - started) >= 5:  # the result probe (replay_probe.py)
+        from .replay_probe import probe_run
+
+        summary["probed"] = probe_run(read_run(record), workspace, make_sandbox, started, budget_s, history=history)
     left = budget_s - (time.monotonic() - started)
     if pilot and max_cells > 0 and left >= 5:  # the pilot's check, on broken cases (replay_pilot.py)
         from .replay_pilot import BUDGET_S as PILOT_S, replay_pilot
