@@ -31,7 +31,7 @@ _KIND = "control"
 _LINES = {}
 _WS = ("/nonexistent",)  # the workspace, as the environment names it and its real path
 _STATE = {"applied": 0, "kinds": set(), "outcome": None, "where": "", "exit": None, "checks_after": 0,
-          "reached": "", "own": False, "hits": {}}
+          "checks_run": 0, "reached": "", "own": False, "hits": {}}
 _WRITTEN = {}  # result files this process opened for writing (absolute path -> its suffix), broken at exit
 _TARGETS = {}  # file -> {line: ([target nodes], last line)}
 _CHECKS = {}  # file -> lines of checks: an assert, an `if` whose body raises or exits, an assert_* call
@@ -154,8 +154,31 @@ def _statements(filename, code=None):
     return table
 
 
+def _fail_print(node):
+    """print("FAIL ...") / print(f"FAILED {x}"): a check that reports instead of stopping."""
+    call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+    if call is None or not isinstance(call.func, ast.Name) or call.func.id != "print" or not call.args:
+        return False
+    first = call.args[0]
+    text = first.value if isinstance(first, ast.Constant) else first.values[0].value if (
+        isinstance(first, ast.JoinedStr) and first.values and isinstance(first.values[0], ast.Constant)) else None
+    return isinstance(text, str) and text.lstrip().startswith("FAIL")
+
+
+def _decided_exit(node):
+    """sys.exit(1 if bad else 0), exit(main()): an exit whose status the code computes."""
+    return _is_stop(node) and isinstance(node, ast.Expr) and any(not isinstance(a, ast.Constant)
+                                                                 for a in node.value.args)
+
+
 def _is_check(node):
-    if isinstance(node, ast.Assert) or (isinstance(node, ast.If) and any(_is_stop(b) for b in node.body)):
+    if isinstance(node, ast.Assert) or (isinstance(node, ast.If) and any(_is_stop(b) or _fail_print(b)
+                                                                          for b in node.body)):
+        return True
+    if isinstance(node, ast.Expr) and (_decided_exit(node) or (
+            isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id == "print"
+            and any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lstrip().startswith("FAIL")
+                    for n in ast.walk(node.value) if isinstance(n, ast.IfExp) or isinstance(n, ast.Constant)))):
         return True
     if isinstance(node, ast.Call):
         f = node.func
@@ -443,8 +466,10 @@ def _local(frame, event, arg):
             if event != "exception":
                 _break(frame, line)
     if event == "line":
-        if _STATE["applied"] and frame.f_lineno in _check_lines(frame.f_code):
-            _STATE["checks_after"] += 1
+        if frame.f_lineno in _check_lines(frame.f_code):
+            _STATE["checks_run"] += 1
+            if _STATE["applied"]:
+                _STATE["checks_after"] += 1
         key = _key(frame.f_code.co_filename)
         name = frame.f_code.co_name
         if frame.f_lineno in _LINES.get(key, ()):
@@ -546,7 +571,8 @@ def _report():
         os.makedirs(folder, exist_ok=True)
         line = json.dumps({"pid": os.getpid(), "applied": _STATE["applied"], "kinds": sorted(_STATE["kinds"]),
                            "outcome": _STATE["outcome"], "where": _STATE["where"],
-                           "checks_after": _STATE["checks_after"], "reached": _STATE["reached"],
+                           "checks_after": _STATE["checks_after"], "checks_run": _STATE["checks_run"],
+                           "reached": _STATE["reached"],
                            "hits": {k: max(v) for k, v in _STATE["hits"].items()}})
         with open(os.path.join(folder, "reports.jsonl"), "a") as f:
             f.write(line + "\n")

@@ -55,6 +55,8 @@ _amb_probe()
 del _amb_probe
 '''
 FAIL_LINE = re.compile(r"^\s*FAIL(ED)?\b", re.M)
+# What in a bash cell can stop it on a bad file without a python check: a chain, a test, an exit, a gate
+BASH_GATES = re.compile(r"&&|\|\||\bexit\b|\bif\b|\btest\b|\[|\bset\s+-\w*e|\bawk\b|\bjq\b|\bgrep\b|\bcmp\b|\bdiff\b|\bmake\b")
 # A heredoc's text: what a `python3 - <<EOF` child reads from stdin (the probe finds it by its compiled code)
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1[^\n]*\n(.*?)\n\s*\2\s*$", re.S | re.M)
 
@@ -207,6 +209,14 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
         if not kinds:
             return {"not_probed": "no method result of a kind the probe can break was bound", "sites": spec,
                     "hits": hits, "seconds": round(time.monotonic() - t0, 3)}
+        bash = (c.event.language or "python") != "python"
+        if not sum(int(r.get("checks_run") or 0) for r in reports) and not (bash and BASH_GATES.search(c.event.code or "")):
+            # no check of the agent's code ran, and no shell construct could stop on a broken file: the
+            # broken runs could only crash (the full run of most agents: minutes saved, nothing lost)
+            out["untested"] = [k for k in KINDS if k in kinds]
+            out["skipped"] = "no check ran in the unmutated replay"
+            out["seconds"] = round(time.monotonic() - t0, 3)
+            return out
         for kind in [k for k in KINDS if k in kinds]:
             if kind in VALUE_KINDS and any(k in VALUE_KINDS for k in out["fails_on"]):
                 continue  # one value kind caught is enough
