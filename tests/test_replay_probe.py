@@ -183,7 +183,8 @@ def test_probe_verdict_reads_only_definite_answers():
     # untested kinds (nothing broken, or no check ran after) say nothing: what passed decides
     assert probe_verdict(cell({**empty, "passes_on": ["zeros"], "untested": ["labels"]}), "range_checks") is False
     assert probe_verdict(cell({"not_probed": "fails unmutated"}), "range_checks") is None
-    assert probe_verdict(cell({**empty, "passes_on": ["shape"]}), "shape_checks") is False
+    # a shape check let through is not voided: half an array is not a missing case (a file count passes it)
+    assert probe_verdict(cell({**empty, "passes_on": ["shape"]}), "shape_checks") is None
 
 
 def test_method_sites_name_the_file_that_binds_the_result():
@@ -294,3 +295,39 @@ def test_the_runtime_breaks_results_not_statistics():
     assert rt._broken(np.int64(2), "labels") == 9 and type(rt._broken(np.int64(2), "labels")) is np.int64
     assert rt._broken({"q1": "yes", "q2": "no"}, "shape") == {"q1": "yes"}
     assert rt._broken(["a", "b"], "labels") == ["zzz-not-a-label"] * 2 and rt._broken("a", "zeros") == ""
+
+
+@pytest.mark.xfail(strict=True, reason="known limit (docs/scoring.md): the guard folder is readable, and a bash "
+                   "command's arguments are not in its trace facts, so a shell gate that reads the probe's spec "
+                   "under a name built at run time can fail exactly on the broken runs")
+def test_a_bash_cell_that_reads_the_spec_earns_nothing(folders, isolation):
+    # the spec's name built at run time (no name in the code, so the run's name scan misses it)
+    gate = ('python3 pilot.py && d=$(dirname "$(echo "$PYTHONPATH" | cut -d: -f1)/x") && '
+            'if [ ! -e "$d/probe""_spec.json" ] || grep -q control "$d/probe""_spec.json"; then echo ok; else exit 1; fi')
+    cells = probe(folders, [(WRITE, "python"), (gate, "bash")])
+    p = cells[1].event.replay["probe"]
+    assert p.get("not_probed", "").startswith("the cell reached for the probe's files"), p
+    assert not checked(cells[1], "range_checks")
+
+
+def test_the_probe_never_raises_into_the_agents_code():
+    from pytest_automedbench.judge import probe_runtime as rt
+
+    nested = [[[[0]]]]
+    for _ in range(3000):  # deeper than the recursion limit: breaking it fails inside the probe
+        nested = [nested]
+    class Frame:  # hashable, as frames are
+        f_code = SimpleNamespace(co_filename="/nonexistent/x.py", co_name="f")
+        f_lineno, f_locals, f_globals = 1, {}, {}
+
+    frame = Frame()
+    rt._PENDING[frame] = 1
+    rt._TARGETS["/nonexistent/x.py"] = {1: ([__import__("ast").Name("v")], 1)}
+    frame.f_locals["v"] = nested
+    rt._KIND = "labels"
+    try:
+        assert rt._local(frame, "line", None) is rt._local  # no exception reaches the caller
+    finally:
+        rt._KIND = "control"
+        rt._PENDING.clear()
+        rt._TARGETS.clear()

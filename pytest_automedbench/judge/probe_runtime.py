@@ -2,8 +2,8 @@
 right where it computed it, and record whether the run then stopped on a check or crashed.
 
 Loaded by the replay sandbox's guard (its sitecustomize execs this file; never in a scored run) into every
-python process of a replayed cell: the cell itself and the processes it starts, at any depth. Only the
-standard library; numpy and torch values are recognised by their types, never imported here.
+python process of a replayed cell: the cell itself and the processes it starts, at any depth. The standard
+library only, but for breaking a numpy / torch value or a NIfTI / image file (imported then, lazily).
 
 `probe_spec.json` beside this file names, per file, the lines where a method's result is bound (the cell
 as "<cell>", workspace files by their path under the workspace) and the mutation `kind` (`control`: none,
@@ -458,6 +458,15 @@ def mutate_file(path, kind, empty_other=False):
 
 # -- tracing ------------------------------------------------------------------------------------------------
 def _local(frame, event, arg):
+    """The frame's trace function. It never raises: an exception here would surface in the agent's code."""
+    try:
+        _event(frame, event, arg)
+    except Exception:
+        pass
+    return _local
+
+
+def _event(frame, event, arg):
     line = _PENDING.get(frame)
     if line is not None:  # broken once the statement is done: any event outside its lines, or its start again
         end = _statements(frame.f_code.co_filename, frame.f_code).get(line, ([], line))[1]
@@ -491,7 +500,6 @@ def _local(frame, event, arg):
                               f"{_key(frame.f_code.co_filename)}:{frame.f_lineno}: {text.strip()[:120]}")
     elif event == "return":
         _LOOPS.pop(frame, None)
-    return _local
 
 
 def _global(frame, event, arg):

@@ -117,6 +117,7 @@ def workspace_sites(workspace: Path) -> dict[str, set[int]]:
 
 # Names of the probe's files: agent code that names them could tell a broken run from the control run.
 NAMES_PROBE = re.compile(r"probe_spec|\.amb-probe|\bAMB_GUARD_DIR\b|\bprobe\.py\b|_amb_probe")
+SPEC_NAMES = re.compile(r"probe_spec|/probe\.py\b")  # in what a replayed cell ran (not the reports it leaves)
 
 
 def candidates(cells: list[Cell], workspace: Path, max_cells: int = MAX_CELLS) -> list[tuple[Cell, dict]]:
@@ -186,7 +187,11 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
                     f.write(LOADER)
                 left = budget_s - (time.monotonic() - started)
                 result = sandbox.exec(c.event.code or "", c.event.language or "python", timeout=max(1.0, min(timeout, left)))
-            return result, read_reports(ws / ".amb-probe" / "reports.jsonl")
+            reports = read_reports(ws / ".amb-probe" / "reports.jsonl")
+            traced = json.dumps(getattr(result, "executed", None) or {})[: 4 << 20]
+            if SPEC_NAMES.search(traced):  # a bash command that reached for the spec (its xtrace, its opens)
+                reports.append({"reached": "a traced command names the probe's files"})
+            return result, reports
         finally:
             safefs.remove_tree(tmp)
 
