@@ -37,7 +37,8 @@ from typing import Any
 from .. import safefs
 from .evidence import Cell
 
-VALUE_KINDS = ("zeros", "nan", "labels")
+# The kinds a real check most often catches first (NaN in an image, a label outside the set), zeros last.
+VALUE_KINDS = ("nan", "labels", "zeros")
 KINDS = VALUE_KINDS + ("shape",)
 MAX_CELLS = 4  # cells probed per run, in order (the pilot, its checks and the full run come first)
 MAX_FILES = 20  # workspace .py files read for a bash cell's method sites
@@ -223,8 +224,12 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             out["seconds"] = round(time.monotonic() - t0, 3)
             return out
         for kind in [k for k in KINDS if k in kinds]:
-            if kind in VALUE_KINDS and any(k in VALUE_KINDS for k in out["fails_on"]):
-                continue  # one value kind caught is enough
+            if any(k in VALUE_KINDS for k in out["fails_on"]):
+                # one value kind caught is enough: it gives the level (S3 is the highest level reached), and
+                # a shape check then only adds an item the code reading reports
+                out["untested"] += [k for k in KINDS if k in kinds and k not in out["fails_on"] + out["passes_on"]
+                                    + out["crashed_on"] + out["untested"]]
+                break
             if time.monotonic() - started > budget_s - 2:
                 out["stopped"] = "the run's replay budget is spent"
                 break
