@@ -1,15 +1,15 @@
 """The result probe: a check counts by what it does to a broken result, not by how it is written.
 
 For each cell that applied a method (code.py's `method_sites`: where a method's result is bound, in the
-cell, a workspace module it imported or a script its children ran; a bash cell that ran a program), the
-cell is run again in a fresh
-sandbox from the run's own factory over a copy of the final workspace, with probe_runtime.py loaded into
-every python process it starts (the replay guard's sitecustomize). First unmutated ("control": it must
-pass, and it tells which kinds of breakage the bound values allow), then once per kind: the values bound
-at those sites are replaced by zeros, NaNs, labels outside any label set (value kinds: stop at the first
-that is caught) and half the items (shape), and the result files each process wrote in the workspace
-(tables, JSON, volumes, images, arrays) are broken the same way as it ends, so what later commands of a
-bash cell read (a gate on the pilot's file, a validation script) is broken too. A kind is
+cell, a workspace module it imported or a script its children ran; a bash cell that ran a program), the cell
+is run again in a fresh sandbox from the run's own factory over a copy of the final workspace, with
+probe_runtime.py loaded into every python process it starts (the replay guard's sitecustomize). First
+unmutated ("control": it must pass, and it tells which kinds of breakage the bound values allow), then once
+per kind: the values bound at those sites are replaced by NaNs, labels outside any label set, zeros (value
+kinds: nothing more after the first caught, which gives the level) and half the items (shape), and the
+result files each process wrote in the workspace (tables, JSON, volumes, images, arrays) are broken the same
+way as it ends, so what later commands of a bash cell read (a gate on the pilot's file, a validation script)
+is broken too. A kind is
 
     fails_on    the cell stopped (non-zero exit, a new FAIL line) on a check: an AssertionError, a raise or
                 an exit written in the agent's code, or a program of its bash cell (awk, jq -e, test) that
@@ -18,8 +18,9 @@ bash cell read (a gate on the pilot's file, a validation script) is broken too. 
     crashed_on  it stopped in a library (the broken value broke the method, not a check): says nothing;
     untested    nothing was broken, or no check ran after it.
 
-S3 (heuristic.checked) credits a value check where a value kind fails and voids a code-read one where
-every value kind tried passed; likewise shape. What was probed goes on the cell's trace event
+S3 (heuristic.checked) credits a value check where a value kind fails and voids a code-read one where a
+value kind passed and none crashed; a shape check where `shape` fails (a shape check let through is not
+voided: half an array is not a missing case). What was probed goes on the cell's trace event
 (`replay["probe"]`), so `automedbench rescore` re-judges without probing. Limits: a process started with
 -I/-S/-E has no sitecustomize and is not probed; a cell may detect the probe (it is in sys.gettrace) and
 fail only then -- that earns nothing, because the control run carries the same probe.
