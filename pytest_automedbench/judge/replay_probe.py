@@ -63,7 +63,7 @@ BASH_GATES = re.compile(r"&&|\|\||\bexit\b|\bif\b|\btest\b|\[|\bset\s+-\w*e|\baw
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1[^\n]*\n(.*?)\n\s*\2\s*$", re.S | re.M)
 
 
-def sites(c: Cell, workspace: Path) -> dict[str, list[int]]:
+def sites(c: Cell, workspace: Path, shared: dict[str, set[int]] | None = None) -> dict[str, list[int]]:
     """Where the cell's method results are bound: "<cell>" (a python cell's own lines) and workspace paths.
     A bash cell also gets the sites of the workspace's python files read as text (a script run by make or
     a shell script is not followed by the tracer)."""
@@ -74,7 +74,7 @@ def sites(c: Cell, workspace: Path) -> dict[str, list[int]]:
         if key:
             found.setdefault(key, set()).add(n)
     if not python:
-        for f, lines in workspace_sites(workspace).items():
+        for f, lines in (workspace_sites(workspace) if shared is None else shared).items():
             found.setdefault(f, set()).update(lines)
     return {k: sorted(v) for k, v in found.items()}
 
@@ -130,12 +130,14 @@ def candidates(cells: list[Cell], workspace: Path, max_cells: int = MAX_CELLS) -
                               "probe": {"not_probed": "the run's code names the probe's files"}}
             break
         return []
-    out = []
+    out, shared = [], None
     for c in cells:
         if len(out) >= max_cells:
             break
         if c.ok and c.event.code:
-            spec = sites(c, workspace)
+            if shared is None and (c.event.language or "python") != "python":
+                shared = workspace_sites(workspace)  # once per run: every bash cell gets the same
+            spec = sites(c, workspace, shared)
             bash = (c.event.language or "python") != "python"
             if spec or (bash and (c.facts.runs or c.facts.methods)):  # a bash cell's result files are broken too
                 out.append((c, spec))
@@ -265,9 +267,8 @@ def last_sites(spec: dict[str, list[int]], hits: dict[str, int], n: int = 2) -> 
 
 
 def read_reports(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(errors="replace")[: 1 << 20]
-    except OSError:
+    text = safefs.try_read_text(path, 1 << 20)  # the replayed cell could have made it huge, or a link
+    if text is None:
         return []
     out = []
     for line in text.splitlines():
