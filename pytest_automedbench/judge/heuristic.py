@@ -450,10 +450,16 @@ def find_pilot(cells: list[Cell], n_cases: int) -> tuple[Cell | None, str]:
     return None, "no cell that ran applied the method to one case and showed the result"
 
 
+def probe_of(c: Cell) -> dict | None:
+    """What the result probe (replay_probe.py) recorded of the cell, if anything."""
+    p = c.event.replay.get("probe") if isinstance(c.event.replay, dict) else None
+    return p if isinstance(p, dict) else None
+
+
 def ran_once(c: Cell) -> str:
     """Where the result probe's unmutated replay saw each of the cell's method sites run at most once, and
     one run exactly once: the method applied to one case, however the case was picked. "" otherwise."""
-    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    p = probe_of(c)
     hits = p.get("hits") if isinstance(p, dict) else None
     if not isinstance(hits, dict) or not hits:
         return ""
@@ -465,7 +471,7 @@ def method_names(c: Cell) -> set[str]:
     """The calls a cell applied to data (its method), the scripts it ran, and where in the agent's modules
     and scripts a method's result was bound (`module.py:12`: the same code reached through other names)."""
     lines = set(c.facts.methods)
-    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    p = probe_of(c)
     hits = p.get("hits") if isinstance(p, dict) and isinstance(p.get("hits"), dict) else {}
     return ({n for n, line in c.facts.calls.items() if line in lines} | set(c.facts.runs)
             | {f"{f}:{n}" for f, n in c.facts.method_sites if f and not f.startswith("<")}
@@ -507,7 +513,7 @@ def checked(c: Cell, kind: str) -> bool:
 def cite_check(c: Cell, kind: str) -> str:
     """Where a credited check is: the line the code reading found, and what the result probe saw."""
     lines = getattr(c.facts, kind)
-    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    p = probe_of(c)
     probed = ""
     if isinstance(p, dict) and p.get("fails_on"):
         probed = f"broken results ({', '.join(p['fails_on'])}) stopped it: {p.get('where') or 'its exit status'}"
@@ -520,7 +526,7 @@ def probe_verdict(c: Cell, kind: str) -> bool | None:
     """The result probe's verdict on a cell's value (`range_checks`) or shape checks; None: it says nothing."""
     from .replay_probe import VALUE_KINDS
 
-    p = (c.event.replay or {}).get("probe") if isinstance(c.event.replay, dict) else None
+    p = probe_of(c)
     if not isinstance(p, dict) or "fails_on" not in p:
         return None
     wanted = set(VALUE_KINDS) if kind == "range_checks" else {"shape"}
