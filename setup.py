@@ -2,7 +2,7 @@
 
 The task suites (task files, reference solutions, ReX-MLE leaderboards, the demo's weights) live
 at the repository root as task_suites/, where people edit them; a wheel carries them as the data
-folder pytest_automedbench/task_suites (see pytest_automedbench/suites.py, which finds either).
+folder pytest_automedbench/task_suites (see pytest_automedbench/tasks/suites.py, which finds either).
 """
 from setuptools import find_packages, setup
 

@@ -52,12 +52,12 @@ def make_suite(root: Path, sleep_s: float) -> Path:
 def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
     from ray.cluster_utils import Cluster
 
-    from pytest_automedbench import runfiles
+    from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import EXECUTOR_OPTIONS, Placement, RunSpec
     from pytest_automedbench.executors.base import manifest_hash, portable_settings
     from pytest_automedbench.executors.ray import RayExecutor
-    from pytest_automedbench.settings import RunSettings
+    from pytest_automedbench.session.settings import RunSettings
     from pytest_automedbench.tasks import load_task_file
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,

@@ -53,12 +53,12 @@ def job_started(job_folder: Path) -> float:
 
 
 def measure(runs: int, task_file: Path, root: Path) -> list[dict]:
-    from pytest_automedbench import runfiles
+    from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import EXECUTOR_OPTIONS, Placement, RunSpec
     from pytest_automedbench.executors.base import manifest_hash, portable_settings
     from pytest_automedbench.executors.slurm import SlurmExecutor
-    from pytest_automedbench.settings import RunSettings
+    from pytest_automedbench.session.settings import RunSettings
     from pytest_automedbench.tasks import load_task_file
 
     runs_dir = root / "runs"

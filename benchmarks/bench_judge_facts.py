@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_automedbench.provenance import Snapshot, WorkspaceSnapshots, diff  # noqa: E402
+from pytest_automedbench.evidence.provenance import Snapshot, WorkspaceSnapshots, diff  # noqa: E402
 
 
 def from_runs(runs_dir: Path) -> dict:

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_scoring  # noqa: E402
 from _common import median, record, show, timed  # noqa: E402
 
-from pytest_automedbench import scoring_guard  # noqa: E402
-from pytest_automedbench.scoring_guard import run_capped  # noqa: E402
+from pytest_automedbench.scoring import guard as scoring_guard  # noqa: E402
+from pytest_automedbench.scoring.guard import run_capped  # noqa: E402
 
 MODULES = {"segmentation": "segmentation", "enhancement": "enhancement", "detection": "detection",
            "report": "report", "classification": "classification"}

@@ -11,24 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from . import executors, hooks, safefs
+from . import executors, hooks
+from .util import safefs
 from .agents import AgentError, StepFileError, make_agent
-from .models.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
+from .llm.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .metrics import MetricUnavailable
 from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run
-from .runfiles import RunsDirBusy, release_all
+from .store.run_folders import RunsDirBusy, release_all
 from .executors.local import run_in_process
-from .runner import HARNESS_ERRORS
-from .options import ALL_OPTIONS, settings_from
+from .run.runner import HARNESS_ERRORS
+from .session.options import ALL_OPTIONS, settings_from
 from .sandbox import MEMORY_NOT_ENFORCED, SandboxError, isolation_of, memory_limit_mode_of
 from .sandbox.isolation import IsolationRefused, add_option as add_isolation_option, check_session as fail_closed
-from .settings import RunSettings, SettingsError
+from .session.settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
-from .conditions import solution_unavailable
-from .selection import deselect_missing_tiers, no_tier_line, tiers_collected
-from .validate import check as check_settings
+from .run.conditions import solution_unavailable
+from .session.selection import deselect_missing_tiers, no_tier_line, tiers_collected
+from .session.validate import check as check_settings
 
 SETTINGS_KEY = pytest.StashKey[RunSettings]()
 SEEN_IDS_KEY = pytest.StashKey[dict]()
@@ -85,7 +86,7 @@ def pytest_configure(config):
     check_judge(settings.judge)
     config.stash[TIERS_KEY] = tiers_collected(config, settings)
     config.stash[NO_TIER_KEY] = {}
-    from .progress import ProgressPlugin
+    from .run.progress import ProgressPlugin
 
     config.pluginmanager.register(ProgressPlugin(config, settings), "amb-progress")
     config.pluginmanager.import_plugin("pytest_automedbench.testing.fixtures")  # the mock_llm fixture

@@ -178,8 +178,8 @@ def run_steps(tiny, steps, name, replay_cells=2, replay_pilot=False):
     import yaml
 
     from pytest_automedbench.agents import ScriptAgent
-    from pytest_automedbench.runner import execute
-    from pytest_automedbench.settings import RunSettings
+    from pytest_automedbench.run.runner import execute
+    from pytest_automedbench.session.settings import RunSettings
 
     task, data, root = tiny
     path = root / f"{name}.yaml"

@@ -151,7 +151,7 @@ def controller(cluster: RayTestCluster, root: Path, resume: bool = False, retrie
     runs and data dirs; the caller holds the runs-dir lease (runfiles.lease) as a session does."""
     from pytest_automedbench.executors import EXECUTOR_OPTIONS
     from pytest_automedbench.executors.ray import RayExecutor
-    from pytest_automedbench.settings import RunSettings
+    from pytest_automedbench.session.settings import RunSettings
 
     settings = RunSettings(runs_dir=root / "runs", data_dir=root / "data", model="reference", resume=resume)
     options = {ini.removeprefix("amb_"): None for _, ini, _, _, _ in EXECUTOR_OPTIONS}
@@ -162,7 +162,7 @@ def controller(cluster: RayTestCluster, root: Path, resume: bool = False, retrie
 
 def run_specs(ex, suite: Path, repeats: int = 1) -> list:
     """The RunSpecs of every task in `suite` (data prepared here: the canonical version), as start() makes."""
-    from pytest_automedbench import runfiles
+    from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import placement_for
     from pytest_automedbench.executors.base import RunSpec, manifest_hash, portable_settings

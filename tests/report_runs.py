@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from pytest_automedbench.errors import CODES
+from pytest_automedbench.scoring.failure_codes import CODES
 
 STAGES = ("S1", "S2", "S3", "S4", "S5")
 TASKS = [("segmentation", "seg-brain"), ("segmentation", "seg-liver"), ("enhancement", "enh-ldct"),

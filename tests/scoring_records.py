@@ -5,7 +5,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from pytest_automedbench.agents.loop import RunRecord, TraceEvent
+from pytest_automedbench.record.trace import RunRecord, TraceEvent
 from pytest_automedbench.metrics import TrackResult
 from pytest_automedbench.metrics.base import CaseError
 

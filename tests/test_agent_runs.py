@@ -271,7 +271,7 @@ def test_git_revision_is_read_once_per_task_folder(tmp_path, monkeypatch):
     """Provenance's git_rev: one `git rev-parse` per task folder and process, not one per run."""
     import subprocess
 
-    from pytest_automedbench import runner
+    from pytest_automedbench.run import runner
 
     calls = []
 

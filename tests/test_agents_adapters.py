@@ -15,7 +15,7 @@ from pytest_automedbench.agents.bridged.base import Launch, bridged_cell, refuse
 from pytest_automedbench.agents.bridged.claude_code import stream_json_events
 from pytest_automedbench.agents.bridged.codex import rollout_events
 from pytest_automedbench.agents.bridged.events import merge_events
-from pytest_automedbench.agents.loop import RunRecord, TraceEvent
+from pytest_automedbench.record.trace import RunRecord, TraceEvent
 from pytest_automedbench.gateway import LLMCall
 
 

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from sandbox_helpers import config, folders, isolation  # noqa: F401 (fixtures)
-from pytest_automedbench.agents.loop import RunRecord, TraceEvent
+from pytest_automedbench.record.trace import RunRecord, TraceEvent
 from pytest_automedbench.judge.code import read_cell
 from pytest_automedbench.judge.evidence import read_run
 from pytest_automedbench.judge.executed import ShellRan, shell_summary
@@ -176,7 +176,7 @@ def test_a_background_writer_does_not_hold_the_cell(folders):
 
 
 def test_bash_facts_survive_trace_jsonl_for_rescore(tmp_path):
-    from pytest_automedbench.runfiles import _read_trace
+    from pytest_automedbench.store.run_folders import _read_trace
 
     executed = {"status": "complete", "lines": [1, 2, 3, 4], "commands": [[1, "set"], [2, "echo"], [3, "false"], [4, "echo"]]}
     code = "set -e\necho a\nif false; then python3 /data/public/models/segment.py /data/public; fi\necho b\n"

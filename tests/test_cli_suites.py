@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 from pytest_automedbench import cli
 from pytest_automedbench.cli.prepare import Progress
-from pytest_automedbench.suites import suite_names, suites_root, task_files
+from pytest_automedbench.tasks.suites import suite_names, suites_root, task_files
 from pytest_automedbench.tasks import load_task_file
 
 

@@ -2,8 +2,8 @@
 import pytest
 
 from scoring_records import CHECK, FULL, N_CASES, PILOT, cell, good_cells, make_record, make_workspace, track_result
-from pytest_automedbench import errors
-from pytest_automedbench.errors import CODES, FAMILIES, RunFacts, detect, summarize
+from pytest_automedbench.scoring import failure_codes as errors
+from pytest_automedbench.scoring.failure_codes import CODES, FAMILIES, RunFacts, detect, summarize
 from pytest_automedbench.judge import judge
 
 
@@ -151,7 +151,7 @@ def test_summarize_without_runs_or_codes():
 def test_taxonomy_is_documented():
     from pathlib import Path
 
-    doc = (Path(errors.__file__).parents[1] / "docs" / "scoring.md").read_text()
+    doc = (Path(errors.__file__).parents[2] / "docs" / "scoring.md").read_text()
     for code in CODES:
         assert code in doc, code
 

@@ -283,7 +283,7 @@ def _node_id(node) -> str:
 
 def _end_session(cluster, ex, nodes) -> None:
     """The controller ends (its slots with it), the runs-dir lease is released, the test's nodes go."""
-    from pytest_automedbench import runfiles
+    from pytest_automedbench.store import run_folders as runfiles
 
     try:
         ex.shutdown(interrupted=True)
@@ -297,7 +297,7 @@ def _end_session(cluster, ex, nodes) -> None:
 def test_slot_counts_stay_right_through_a_lost_prewarmed_slot_and_node_loss(cluster, tmp_path, monkeypatch):
     """A pre-warmed idle slot lost with its node charges its run nothing; a run lost with its node is
     retried on purpose on a new slot; `ex.slots` counts one slot throughout and none at the end."""
-    from pytest_automedbench import runfiles
+    from pytest_automedbench.store import run_folders as runfiles
 
     tag = 404
     suite = write_suite(tmp_path, {"v100": [hold_step(tag), SOLVE]}, resources={"gpus": 1, "gpu_kind": "v100"})
@@ -340,7 +340,7 @@ def test_slot_counts_stay_right_through_a_lost_prewarmed_slot_and_node_loss(clus
 def test_a_controller_gone_while_it_prewarmed_leaves_no_slot_behind(cluster, tmp_path, monkeypatch):
     """The controller dies right after starting its slots (before any run): the next session's janitor
     ends them (they hold no run, so --amb-resume has nothing to re-attach) and its own runs go on."""
-    from pytest_automedbench import runfiles
+    from pytest_automedbench.store import run_folders as runfiles
 
     suite = write_suite(tmp_path, {"quick": [SOLVE]})
     monkeypatch.syspath_prepend(str(suite))
@@ -390,7 +390,7 @@ def test_data_registry_places_by_node_affinity_refuses_other_versions_and_outliv
     old entry is dropped and the new one (a corrupt copy) refused with what failed."""
     import shutil
 
-    from pytest_automedbench import runfiles
+    from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.executors.ray_registry import NODE_DATA_DIR, REGISTRY_NAME
 
     suite = write_suite(tmp_path, {"anywhere": [SOLVE]})

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_automedbench import runfiles
-from pytest_automedbench.agents.loop import RunRecord
+from pytest_automedbench.store import run_folders as runfiles
+from pytest_automedbench.record.trace import RunRecord
 from pytest_automedbench.executors import executor_options, placement_for
 from pytest_automedbench.executors.base import NodeFacts, Placement, RunSpec, namespace_for, portable_settings
 from pytest_automedbench.executors.ray import node_refusal
-from pytest_automedbench.settings import RunSettings, SettingsError
+from pytest_automedbench.session.settings import RunSettings, SettingsError
 from pytest_automedbench.tasks.schema import Resources
 
 RID = "tiny__lite__m__r1"

@@ -108,7 +108,7 @@ def test_a_resumed_controller_reattaches_by_job_id_and_lost_jobs_are_infra_error
 def test_the_job_folder_must_be_shared(tmp_path, monkeypatch):
     from pytest_automedbench.executors import ExecutorError
     from pytest_automedbench.executors.slurm import SlurmExecutor
-    from pytest_automedbench.settings import RunSettings
+    from pytest_automedbench.session.settings import RunSettings
 
     monkeypatch.delenv("AMB_SLURM_SINGLE_MACHINE", raising=False)
     options = {"slurm_folder": str(tmp_path / "jobs"), "infra_retries": 1, "slurm_lost_after": 300}
@@ -120,7 +120,7 @@ def test_the_job_folder_must_be_shared(tmp_path, monkeypatch):
 
 def executor(tmp_path, monkeypatch, **settings):
     from pytest_automedbench.executors.slurm import SlurmExecutor
-    from pytest_automedbench.settings import RunSettings
+    from pytest_automedbench.session.settings import RunSettings
 
     monkeypatch.setenv("AMB_SLURM_SINGLE_MACHINE", "1")
     options = {"slurm_folder": str(tmp_path / "jobs"), "infra_retries": 1, "slurm_lost_after": 300}

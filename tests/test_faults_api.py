@@ -130,7 +130,7 @@ def test_an_errored_rerun_never_replaces_a_finished_run(api_sessions, record_pro
 
 
 def test_retry_policy_gives_up_when_the_run_has_no_time_left():
-    from pytest_automedbench.models.retry import LLMAPIError, MalformedReply, RetryPolicy, classify
+    from pytest_automedbench.llm.retry import LLMAPIError, MalformedReply, RetryPolicy, classify
 
     assert classify(MalformedReply("no choices")).kind == "malformed" and classify(MalformedReply("x")).transient
     attempts = []

@@ -1,6 +1,6 @@
 """Fault injection, what an agent leaves behind: symlink loops, 1,500-level trees, undecodable names,
 FIFOs (one past the entry limit), folders it made unlistable, sparse plan files, and report text
-meant to break the page. The harness walks and reads all of it through pytest_automedbench.safefs;
+meant to break the page. The harness walks and reads all of it through pytest_automedbench.util.safefs;
 none of it may crash, hang or hide a run."""
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from faults.table import record_fault
-from pytest_automedbench import safefs
+from pytest_automedbench.util import safefs
 from pytest_automedbench.agents.loop import count_outputs
-from pytest_automedbench.errors import _misplaced
+from pytest_automedbench.scoring.failure_codes import _misplaced
 from pytest_automedbench.judge.evidence import find_file
 from pytest_automedbench.reporting import html as html_report
 from pytest_automedbench.sandbox.guard import remove_escaping_links, static_check
-from pytest_automedbench.scoring_guard import sizes
+from pytest_automedbench.scoring.guard import sizes
 
 from test_faults_scoring import CASES, errors_of, label_volume, score, seg  # noqa: F401 (the seg fixture)
 
@@ -456,7 +456,7 @@ def test_reading_a_small_submission_under_a_memory_cap_below_the_read_limit(tmp_
     """The scorer reads submissions in a child under a 2 GiB cap (scoring_guard) with a 2 GiB read limit:
     `read_bytes` must allocate what the file holds, not the limit (BufferedReader.read(n) allocates n
     first; the chest-report reference was refused as 'over its memory cap' for a 200-byte report)."""
-    from pytest_automedbench.scoring_guard import can_fork, run_capped
+    from pytest_automedbench.scoring.guard import can_fork, run_capped
 
     if not can_fork():
         pytest.skip("no fork here")

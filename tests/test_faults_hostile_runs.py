@@ -18,7 +18,7 @@ import pytest
 from faults.suite import (SOLVE_CODE, TRACEBACK, make_suite, output, results, run_session, session_env,
                           task_yaml)
 from faults.table import record_fault
-from pytest_automedbench import safefs
+from pytest_automedbench.util import safefs
 
 # What the cells leave (each after solving the task, so only the hostile part can fail it).
 HOSTILE = {

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from pytest_automedbench import runfiles
-from pytest_automedbench.agents.loop import RunRecord
+from pytest_automedbench.store import run_folders as runfiles
+from pytest_automedbench.record.trace import RunRecord
 
 RID = "t__lite__m__r1"
 

@@ -1,5 +1,5 @@
 """Fault injection, scoring: bomb and hostile submissions are named format failures, read within
-bounds, and the scorer's memory is capped in a child process (pytest_automedbench.scoring_guard)."""
+bounds, and the scorer's memory is capped in a child process (pytest_automedbench.scoring.guard)."""
 from __future__ import annotations
 
 import gzip
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from faults.table import record_fault
-from pytest_automedbench import scoring_guard
-from pytest_automedbench.scoring_guard import ScorerFailed, ScorerOutOfMemory, run_capped, sizes
+from pytest_automedbench.scoring import guard as scoring_guard
+from pytest_automedbench.scoring.guard import ScorerFailed, ScorerOutOfMemory, run_capped, sizes
 
 SHAPE = (24, 24, 24)
 CASES = ("case_000", "case_001", "case_002")

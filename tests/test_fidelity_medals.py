@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pytest_automedbench import scoring
+from pytest_automedbench.scoring import formulas as scoring
 from pytest_automedbench.metrics.base import TrackResult
 from pytest_automedbench.tasks.loader import load_task_file
 from pytest_automedbench.tasks.schema import Medals

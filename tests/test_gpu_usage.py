@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_automedbench.gpu_usage import GB, GpuSampler, descendants
+from pytest_automedbench.run.gpu_usage import GB, GpuSampler, descendants
 
 
 class NVMLError(Exception):
@@ -132,8 +132,8 @@ def test_result_json_carries_the_gpu_block(tmp_path, monkeypatch):
     """The runner samples while the agent works (the fake module injected as pynvml)."""
     from pytest_automedbench.agents import NullAgent
     from pytest_automedbench.data import ensure_prepared
-    from pytest_automedbench.runner import execute
-    from pytest_automedbench.settings import SandboxOptions
+    from pytest_automedbench.run.runner import execute
+    from pytest_automedbench.session.settings import SandboxOptions
 
     from test_settings_block import DEMO, settings_for
 

@@ -125,7 +125,7 @@ def test_agent_text_stays_text(tmp_path):
 
 def test_band_legend_follows_the_scoring_code(report):
     from pytest_automedbench.reporting.html import legend_html
-    from pytest_automedbench.scoring import DEFAULT_MEDAL_BANDS
+    from pytest_automedbench.scoring.formulas import DEFAULT_MEDAL_BANDS
 
     legend = re.sub(r"<[^>]+>", "|", legend_html()).replace("&ge;", ">=").replace("&minus;", "-")
     for track, bands in DEFAULT_MEDAL_BANDS.items():

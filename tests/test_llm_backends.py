@@ -12,16 +12,23 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from pytest_automedbench.models import pricing
-from pytest_automedbench.models.anthropic_client import (
-    CLAUDE_DEFAULT_MODEL, CONTINUE_PROMPT, AnthropicAgent, to_anthropic_messages,
+from pytest_automedbench.llm import pricing
+from pytest_automedbench.llm.anthropic_client import (
+    CLAUDE_DEFAULT_MODEL,
+    CONTINUE_PROMPT,
+    AnthropicAgent,
+    to_anthropic_messages,
 )
-from pytest_automedbench.agents.base import TOOLS, AgentError, ToolCall, Usage
-from pytest_automedbench.models.openai_client import (
-    GPT_DEFAULT_MODEL, PLACEHOLDER_API_KEY, OpenAIAgent, parse_arguments,
+from pytest_automedbench.agents.base import TOOLS, AgentError, ToolCall
+from pytest_automedbench.record.trace import Usage
+from pytest_automedbench.llm.openai_client import (
+    GPT_DEFAULT_MODEL,
+    PLACEHOLDER_API_KEY,
+    OpenAIAgent,
+    parse_arguments,
 )
-from pytest_automedbench.models.pricing import PriceFileError, cost_usd, load_prices
-from pytest_automedbench.models.retry import LLMAPIError, RetryPolicy, classify, parse_retry_after
+from pytest_automedbench.llm.pricing import PriceFileError, cost_usd, load_prices
+from pytest_automedbench.llm.retry import LLMAPIError, RetryPolicy, classify, parse_retry_after
 from pytest_automedbench.testing import MockLLMServer
 
 CODE_ARGS = {"language": "python", "code": "print('hello')"}

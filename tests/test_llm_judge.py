@@ -4,7 +4,8 @@ import json
 import pytest
 
 from scoring_records import N_CASES, good_cells, make_record, make_workspace
-from pytest_automedbench.agents.base import Agent, Reply, Usage
+from pytest_automedbench.agents.base import Agent, Reply
+from pytest_automedbench.record.trace import Usage
 from pytest_automedbench.judge import judge, judge_for, judge_run
 from pytest_automedbench.judge.llm import LLMJudge, condense, parse_answer, trace_blocks, validate_answer
 from pytest_automedbench.judge.rubric import load_rubric
@@ -127,8 +128,8 @@ def test_judge_run_defaults_to_heuristic(tmp_path, run):
 
 
 def test_rescoring_a_run_from_its_files_hits_the_cache(tmp_path, run):
-    from pytest_automedbench.runfiles import RunFilesError, load_run
-    from pytest_automedbench.runner import write_run_files
+    from pytest_automedbench.store.run_folders import RunFilesError, load_run
+    from pytest_automedbench.run.runner import write_run_files
 
     record, workspace = run
     model, j = llm_judge(tmp_path, [answer()])

@@ -13,7 +13,7 @@ import yaml
 from conftest import read_results
 from scoring_records import N_CASES, good_cells, make_record, make_workspace
 from pytest_automedbench.agents.base import Agent
-from pytest_automedbench.models.retry import LLMAPIError
+from pytest_automedbench.llm.retry import LLMAPIError
 from pytest_automedbench.judge import judge, judge_run
 from pytest_automedbench.judge import llm as llm_module
 from pytest_automedbench.judge.llm import CLOSE, OPEN, SYSTEM, LLMJudge

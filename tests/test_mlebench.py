@@ -14,8 +14,8 @@ from pytest_automedbench.agents import make_agent
 from pytest_automedbench.data import build, task_data
 from pytest_automedbench.data.mlebench_prepare import ChecksumMismatch, md5, prepare
 from pytest_automedbench.rexmle.mlebench import grading, medals, track_value
-from pytest_automedbench.runner import execute
-from pytest_automedbench.settings import RunSettings
+from pytest_automedbench.run.runner import execute
+from pytest_automedbench.session.settings import RunSettings
 from pytest_automedbench.tasks import load_task_file
 
 
@@ -292,7 +292,7 @@ def test_leaderboard_shows_the_kaggle_medal_and_keeps_the_band():
 
 
 def test_deselection_line_names_mlebench_competitions():
-    from pytest_automedbench.selection import no_tier_line
+    from pytest_automedbench.session.selection import no_tier_line
 
     line = no_tier_line({"a": {"tiers": ["pro"], "rexmle": True}, "b": {"tiers": ["pro"], "rexmle": False, "mlebench": True},
                          "c": {"tiers": ["pro"], "rexmle": False, "mlebench": True}}, ("lite",))

@@ -6,10 +6,16 @@ from types import SimpleNamespace
 import pytest
 from _pytest._io import TerminalWriter
 
-from pytest_automedbench.agents.base import Usage
-from pytest_automedbench.agents.loop import RunRecord, TraceEvent
-from pytest_automedbench.progress import (ProgressChannel, ProgressDisplay, RunProgress, choose_mode, describe,
-                                          progress_line)
+from pytest_automedbench.record.trace import Usage
+from pytest_automedbench.record.trace import RunRecord, TraceEvent
+from pytest_automedbench.run.progress import (
+    ProgressChannel,
+    ProgressDisplay,
+    RunProgress,
+    choose_mode,
+    describe,
+    progress_line,
+)
 
 
 class Clock:

@@ -2,7 +2,7 @@
 terminal tables, on made-up runs (fast)."""
 import pytest
 
-from pytest_automedbench import errors
+from pytest_automedbench.scoring import failure_codes as errors
 from pytest_automedbench.reporting import baseline as bl
 from pytest_automedbench.reporting import properties, rexmle
 from pytest_automedbench.reporting.leaderboard import aggregate, error_analysis

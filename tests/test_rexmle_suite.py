@@ -9,8 +9,8 @@ import pytest
 from pytest_automedbench.agents import NullAgent
 from pytest_automedbench.data import ensure_prepared
 from pytest_automedbench.rexmle import benchmark_rank, leaderboard_for
-from pytest_automedbench.runner import execute
-from pytest_automedbench.settings import Factories, RunSettings
+from pytest_automedbench.run.runner import execute
+from pytest_automedbench.session.settings import Factories, RunSettings
 from pytest_automedbench.sandbox.base import ExecResult, Sandbox
 from pytest_automedbench.tasks import TRACKS, load_task_file
 

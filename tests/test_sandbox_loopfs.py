@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from conftest import FIXTURES
-from pytest_automedbench import loopfs, runfiles
+from pytest_automedbench.store import loopfs, run_folders as runfiles
 from pytest_automedbench.agents import ScriptAgent
-from pytest_automedbench.agents.loop import RunRecord
-from pytest_automedbench.runner import execute
-from pytest_automedbench.settings import RunSettings, SandboxOptions
+from pytest_automedbench.record.trace import RunRecord
+from pytest_automedbench.run.runner import execute
+from pytest_automedbench.session.settings import RunSettings, SandboxOptions
 
 pytestmark = pytest.mark.skipif(loopfs.unavailable() is not None, reason=f"{loopfs.unavailable()}")
 
@@ -69,7 +69,7 @@ def test_recovery_copies_a_killed_harness_finished_run_out_of_its_image(tmp_path
 
 def test_the_option_is_checked_at_start():
     from pytest_automedbench.sandbox.options import sandbox_options
-    from pytest_automedbench.settings import SettingsError
+    from pytest_automedbench.session.settings import SettingsError
 
     def option(values):
         return lambda ini, kind: values.get(ini)

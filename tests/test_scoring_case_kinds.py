@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from scoring_records import N_CASES, good_cells, make_record, make_workspace
-from pytest_automedbench.errors import RunFacts, detect
+from pytest_automedbench.scoring.failure_codes import RunFacts, detect
 from pytest_automedbench.metrics import TrackResult, classification, vqa
 from pytest_automedbench.metrics.base import CaseError, CaseKind
 

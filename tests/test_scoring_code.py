@@ -4,11 +4,11 @@ import json
 import pytest
 
 from scoring_records import N_CASES, make_record, make_workspace
-from pytest_automedbench.errors import RunFacts, detect
+from pytest_automedbench.scoring.failure_codes import RunFacts, detect
 from pytest_automedbench.judge import judge
 from pytest_automedbench.judge.code import read_cell
 from pytest_automedbench.metrics import TrackResult
-from pytest_automedbench.case_count import count_cases
+from pytest_automedbench.evidence.case_count import count_cases
 
 READ = ("import os, numpy as np, nibabel as nib\nd = os.environ['AMB_PUBLIC_DIR'] + '/images'\n"
         "cases = sorted(os.listdir(d))\n")

@@ -1,7 +1,7 @@
 """Medals are earned by what was submitted: bands on metric x completion, F without a submission."""
 import pytest
 
-from pytest_automedbench import scoring
+from pytest_automedbench.scoring import formulas as scoring
 
 SEG = scoring.DEFAULT_MEDAL_BANDS["segmentation"]
 STAGES = {"S1": 1.0, "S2": 1.0, "S3": 1.0}
@@ -49,7 +49,7 @@ def test_score_run_says_whether_the_result_is_comparable(tmp_path):
 
     from scoring_records import good_cells, make_record, make_workspace
     from pytest_automedbench.metrics import TrackResult
-    from pytest_automedbench.runner import score_run
+    from pytest_automedbench.run.runner import score_run
     from pytest_automedbench.tasks import load_task_file
     from conftest import FIXTURES
 

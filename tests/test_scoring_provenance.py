@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_automedbench.agents.loop import RunRecord, TraceEvent
+from pytest_automedbench.record.trace import RunRecord, TraceEvent
 from pytest_automedbench.judge.code import read_cell
 from pytest_automedbench.judge.heuristic import judge_s1, own_lines, png_is_drawn
 from pytest_automedbench.judge.history import History
-from pytest_automedbench import safefs
-from pytest_automedbench.provenance import Snapshot, WorkspaceSnapshots, diff, walk
+from pytest_automedbench.util import safefs
+from pytest_automedbench.evidence.provenance import Snapshot, WorkspaceSnapshots, diff, walk
 
 
 # -- the walk ------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def test_no_submission_and_disqualified_say_why(tmp_path):
 def test_a_rexmle_runs_medal_is_its_place_among_the_humans(tmp_path):
     """result.json's medal for a ReX-MLE run: gold / silver / bronze / above_median / None; the band beside it."""
     from scoring_records import good_cells, make_record
-    from pytest_automedbench.runner import rexmle_medal, score_run
+    from pytest_automedbench.run.runner import rexmle_medal, score_run
 
     for n, medal in ((40, "gold"), (39, None)):
         task, _, _ = ldct_run(tmp_path / str(n), n)

@@ -3,7 +3,7 @@ import pytest
 
 from scoring_records import (CHECK, COMPAT, ENV, FULL, GOOD_PLAN, LOAD, N_CASES, PILOT, RANGE_CHECK, cell, edit,
                              good_cells, make_record, make_workspace)
-from pytest_automedbench import scoring
+from pytest_automedbench.scoring import formulas as scoring
 from pytest_automedbench.judge import judge
 from pytest_automedbench.judge.rubric import load_rubric
 from pytest_automedbench.judge.stages import attribute_stages

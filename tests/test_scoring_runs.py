@@ -7,8 +7,8 @@ import yaml
 from conftest import FIXTURES
 from pytest_automedbench.agents import ScriptAgent
 from pytest_automedbench.judge import JUDGE_VERSION
-from pytest_automedbench.runner import execute
-from pytest_automedbench.settings import RunSettings
+from pytest_automedbench.run.runner import execute
+from pytest_automedbench.session.settings import RunSettings
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
 PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)

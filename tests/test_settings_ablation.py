@@ -6,12 +6,12 @@ from pathlib import Path
 
 from pytest_automedbench import cli
 from pytest_automedbench.agents import NullAgent
-from pytest_automedbench.conditions import solution_unavailable
+from pytest_automedbench.run.conditions import solution_unavailable
 from pytest_automedbench.data import ensure_prepared
 from pytest_automedbench.reporting.ablation import ablation, ablation_table, solution_table
 from pytest_automedbench.reporting.markdown import render_markdown
-from pytest_automedbench.runner import execute
-from pytest_automedbench.settings import RunSettings
+from pytest_automedbench.run.runner import execute
+from pytest_automedbench.session.settings import RunSettings
 from pytest_automedbench.tasks import load_task_file
 
 from test_settings_block import DEMO, ROOT, settings_for

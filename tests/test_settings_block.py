@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_automedbench import conditions
+from pytest_automedbench.run import conditions
 from pytest_automedbench.agents import NullAgent
 from pytest_automedbench.data import ensure_prepared
 from pytest_automedbench.reporting import baseline as bl
-from pytest_automedbench.runfiles import config_hash, reuse_finished_run, run_id, task_run_id
-from pytest_automedbench.runner import execute
+from pytest_automedbench.store.run_folders import config_hash, reuse_finished_run, run_id, task_run_id
+from pytest_automedbench.run.runner import execute
 from pytest_automedbench.sandbox.base import ExecResult, Sandbox
-from pytest_automedbench.settings import Factories, RunSettings
+from pytest_automedbench.session.settings import Factories, RunSettings
 from pytest_automedbench.tasks import load_task_file
 from pytest_automedbench.judge import JUDGE_VERSION
 

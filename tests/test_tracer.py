@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sandbox_helpers import config, folders, isolation  # noqa: F401 (fixtures)
-from pytest_automedbench.agents.loop import RunRecord, TraceEvent
+from pytest_automedbench.record.trace import RunRecord, TraceEvent
 from pytest_automedbench.judge.code import read_cell
 from pytest_automedbench.judge.evidence import read_run
 from pytest_automedbench.judge.executed import Ran
@@ -260,7 +260,7 @@ def test_gaming_cases_are_judged_on_executed_lines(seg_public, case):
 def test_executed_facts_survive_trace_jsonl_for_rescore(tmp_path):
     """`automedbench rescore` re-judges from trace.jsonl: the executed facts are in it, and read back
     they cut the cell exactly as they did in the run."""
-    from pytest_automedbench.runfiles import _read_trace
+    from pytest_automedbench.store.run_folders import _read_trace
 
     executed = {"status": "complete", "lines": [1, 2, 5], "arcs": [[1, 2], [2, 5]], "exits": [5],
                 "calls": [["<module>", 1, 0]]}

@@ -12,7 +12,7 @@ import pytest
 from sklearn.metrics import accuracy_score
 
 from conftest import read_results
-from pytest_automedbench import scoring
+from pytest_automedbench.scoring import formulas as scoring
 from pytest_automedbench.metrics import classification, enhancement, metric_module, synthesis
 from pytest_automedbench.metrics.volumes import psnr, resample_like, ssim
 from pytest_automedbench.tasks.schema import Medals, Metric

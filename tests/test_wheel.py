@@ -69,7 +69,7 @@ def test_wheel_installs_and_runs_the_demo_suite_outside_the_checkout(tmp_path, v
     _run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], tmp_path, env)
     work = tmp_path / "work"
     work.mkdir()
-    site = _run([python, "-c", "import pytest_automedbench as p, pytest_automedbench.suites as s; "
+    site = _run([python, "-c", "import pytest_automedbench as p, pytest_automedbench.tasks.suites as s; "
                                "print(p.__file__); print(s.suites_root())"], work, env).split()
     assert all(line.startswith(str(venv_dir)) for line in site), site  # the wheel, not the checkout
 

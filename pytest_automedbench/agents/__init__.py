@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from .base import Agent, AgentError, Reply, ToolCall, Usage
+from .base import Agent, AgentError, Reply, ToolCall
+from ..record.trace import Usage
 
 #: Third-party agent programs run through the LLM gateway (agents/bridged/).
 BRIDGED_KINDS = ("claude-code", "aide", "codex", "ml-master", "rdagent")

@@ -6,7 +6,7 @@ from .base import Agent, AgentError
 
 def make_vendor_agent(kind: str, arg: str, **options) -> Agent:
     if kind in ("claude", "gpt", "openai"):
-        from ..models import make_client
+        from ..llm import make_client
 
         return make_client(f"{kind}:{arg}" if arg else kind, **options)
     if kind == "command":

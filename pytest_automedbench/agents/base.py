@@ -15,13 +15,12 @@ Neutral message form::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 from typing import Any
 
 Message = dict[str, Any]
 
-EXECUTE_CODE = "execute_code"
-SUBMIT_RESULTS = "submit_results"
+from ..record.trace import EXECUTE_CODE, SUBMIT_RESULTS, Usage  # noqa: F401 (re-exported: the agent interface)
 
 #: Tool definitions in JSON-schema form; backends wrap them in their vendor's envelope.
 TOOLS: list[dict[str, Any]] = [
@@ -47,29 +46,6 @@ TOOLS: list[dict[str, Any]] = [
         "parameters": {"type": "object", "properties": {}},
     },
 ]
-
-
-@dataclass
-class Usage:
-    """Token usage of one or more API calls (all counts are tokens)."""
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-
-    def __iadd__(self, other: "Usage") -> "Usage":
-        self.input += other.input
-        self.output += other.output
-        self.cache_read += other.cache_read
-        self.cache_write += other.cache_write
-        return self
-
-    def total(self) -> int:
-        return self.input + self.output + self.cache_read + self.cache_write
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 @dataclass

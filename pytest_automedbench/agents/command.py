@@ -67,7 +67,8 @@ class CommandAgent(Agent):
         return program_folders(self.command)
 
     def run(self, ctx) -> None:
-        from .loop import TraceEvent, count_outputs, format_tool_output, record_cell
+        from ..record.trace import TraceEvent
+        from .loop import count_outputs, format_tool_output, record_cell
 
         record, lim = ctx.record, ctx.limits
         code = command_cell(self.command)

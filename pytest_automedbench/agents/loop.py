@@ -14,15 +14,16 @@ request outlives the run).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..case_count import count_cases
-from ..provenance import Snapshot, WorkspaceSnapshots, diff
+from ..evidence.case_count import count_cases
+from ..evidence.provenance import Snapshot, WorkspaceSnapshots, diff
 from ..sandbox.base import ExecResult, Sandbox
-from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, Message, Reply, ToolCall, Usage
-from ..models.retry import LLMAPIError, RetryPolicy
+from .base import EXECUTE_CODE, SUBMIT_RESULTS, TOOLS, Agent, Message, Reply, ToolCall
+from ..record.trace import RunRecord, TraceEvent, Usage  # noqa: F401 (RunRecord, TraceEvent: re-exported)
+from ..llm.retry import LLMAPIError, RetryPolicy
 
 SYSTEM_PROMPT = (
     "You are an autonomous medical-AI research agent working in a sandbox. Work through the task "
@@ -39,61 +40,6 @@ class Limits:
     max_cost_usd: float | None = None
     stdout_chars: int = 3000  # tail of each stream fed back to the model
     stderr_chars: int = 2000
-
-
-@dataclass
-class TraceEvent:
-    """One tool call and what it did."""
-
-    index: int
-    turn: int
-    tool: str
-    started_s: float  # seconds since the run started
-    language: str | None = None
-    code: str | None = None
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int | None = None
-    duration_s: float = 0.0
-    timed_out: bool = False
-    truncated: bool = False
-    blocked: str | None = None
-    outputs_after: int = 0  # files under the output folder after the call
-    cases_after: int | None = None  # cases the outputs cover after the call (case_count.count_cases)
-    stage: str | None = None  # S1..S5, filled by the judge's stage attribution
-    # Harness-side provenance (provenance.py): the workspace's changes during the cell, and those found
-    # since the previous cell ended (before the first cell: the workspace as handed over); None when
-    # the loop took no snapshots (an agent that drives itself).
-    files: list[dict[str, Any]] | None = None
-    files_between: list[dict[str, Any]] | None = None
-    snapshot_s: float = 0.0  # harness time the two snapshots took
-    replay: dict[str, Any] | None = None  # the counterfactual replay of a check cell (judge/replay.py)
-    executed: dict[str, Any] | None = None  # what of the cell ran, by the harness's tracer (sandbox/tracer.py)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class RunRecord:
-    conversation: list[Message] = field(default_factory=list)
-    trace: list[TraceEvent] = field(default_factory=list)
-    turns: int = 0
-    submitted: bool = False
-    ended_by: str = "not_started"  # submit | no_tool_call | limit
-    limit_hit: str | None = None  # max_turns | time_limit | max_tokens | max_cost | context_length | disk_limit
-    wall_time_s: float = 0.0
-    harness_s: float = 0.0  # of wall_time_s, the harness's own work (snapshots, guard checks): never the agent's
-    usage: Usage = field(default_factory=Usage)
-    api_calls: int = 0
-    retries: int = 0
-    api_faults: list[dict[str, Any]] = field(default_factory=list)  # each retried fault: turn, fault, delay
-    cost_usd: float | None = None
-    violations: list[dict[str, Any]] = field(default_factory=list)
-    disqualified: bool = False
-
-    def code_cells(self) -> list[TraceEvent]:
-        return [e for e in self.trace if e.tool == EXECUTE_CODE and e.code is not None]
 
 
 @dataclass
@@ -123,7 +69,7 @@ def format_tool_output(result: ExecResult, limits: Limits) -> str:
 
 def count_outputs(output_dir: Path) -> int:
     """Entries under outputs/ that are not folders (safefs.walk: loops, deep trees and odd names end)."""
-    from ..safefs import count_files
+    from ..util.safefs import count_files
 
     return count_files(output_dir)
 

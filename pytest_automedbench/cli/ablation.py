@@ -47,7 +47,7 @@ def read_source(source: str) -> list[dict[str, Any]]:
     if path.is_dir():
         if (path / "amb-results.json").is_file():
             return read_source(str(path / "amb-results.json"))
-        from ..runfiles import run_folders, try_read_result
+        from ..store.run_folders import run_folders, try_read_result
 
         runs = [r for folder in run_folders(path) if (r := try_read_result(folder / "result.json")) is not None]
         if not runs:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..suites import load_task, suites_root
+from ..tasks.suites import load_task, suites_root
 from ..tasks import TIERS, TaskSpecError
 from ..tasks.brief import build_brief
 

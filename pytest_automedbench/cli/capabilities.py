@@ -28,7 +28,7 @@ def run(args) -> int:
     agent = None
     if args.judge_model:
         from ..agents import AgentError
-        from ..models import make_client
+        from ..llm import make_client
 
         try:
             agent = make_client(args.judge_model)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..data import build, default_data_dir, is_prepared, task_data, verify_manifest
 from ..data.preparers.common import LayoutError
-from ..suites import load_task, suites_root
-from ..suites import task_files as find_tasks
+from ..tasks.suites import load_task, suites_root
+from ..tasks.suites import task_files as find_tasks
 from ..tasks import load_task_file
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rexmle.ranking import Leaderboard, LeaderboardError, load_leaderboard, rank_agent
-from ..suites import did_you_mean, load_task, suites_root, task_files
+from ..tasks.suites import did_you_mean, load_task, suites_root, task_files
 from ..tasks import load_task_file
 
 

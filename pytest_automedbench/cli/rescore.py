@@ -57,8 +57,8 @@ def _task_of(result: dict[str, Any], path: Path):
 
 def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
     from ..data import DataCorrupted, DataNotPrepared, ensure_prepared
-    from ..runfiles import RunFilesError, check_result, load_run, read_result, write_run_files
-    from ..runner import score_run
+    from ..store.run_folders import RunFilesError, check_result, load_run, read_result, write_run_files
+    from ..run.runner import score_run
     from ..sandbox.guard import disqualify_escaping_links
     from ..tasks import TaskSpecError
 
@@ -112,7 +112,7 @@ def _candidates(runs_dir: Path) -> list[Path]:
 def run(args) -> int:
     from ..data import default_data_dir
     from ..reporting.controller import results_document, write_reports
-    from ..runfiles import RunFilesError, is_errored, lease, release, try_read_result
+    from ..store.run_folders import RunFilesError, is_errored, lease, release, try_read_result
 
     runs_dir = Path(args.runs_dir).expanduser()
     if not runs_dir.is_dir():

@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..suites import did_you_mean, display_name, suite_names, suites_root, task_files
+from ..tasks.suites import did_you_mean, display_name, suite_names, suites_root, task_files
 from ..tasks import load_task_file
 
 PYTEST_INI = """\

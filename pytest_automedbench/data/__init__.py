@@ -21,7 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ..files import atomic_write, inside, user_cache_dir
+from ..util.atomic_files import atomic_write, inside, user_cache_dir
 from ..tasks import LoadedTask
 from ..tasks.loader import import_named
 

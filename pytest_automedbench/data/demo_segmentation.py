@@ -43,7 +43,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..suites import suites_root
+from ..tasks.suites import suites_root
 from .demo_common import displacement, secret_rng, warp
 
 #: The committed weights, beside the demo task file (in a checkout or an installed wheel).

@@ -48,8 +48,8 @@ SPECS_KEY = StashKey[dict]()
 
 def executor_options(config) -> dict[str, Any]:
     """The executor's options (raises SettingsError naming the option)."""
-    from ..options import read_option
-    from ..settings import SettingsError
+    from ..session.options import read_option
+    from ..session.settings import SettingsError
 
     out = {ini.removeprefix("amb_"): read_option(config, ini, type_) for _, ini, _, type_, _ in EXECUTOR_OPTIONS}
     if out["executor"] not in EXECUTORS:
@@ -92,7 +92,7 @@ def spec_for(item, settings, options: dict[str, Any], portable) -> RunSpec | Non
     the item then skips itself, as a local run would)."""
     from ..data import DataNotPrepared, ensure_prepared
     from ..reporting.resume import reuse_finished_run
-    from ..runfiles import config_hash, run_id
+    from ..store.run_folders import config_hash, run_id
     from .base import manifest_hash
 
     task = item.task
@@ -116,7 +116,7 @@ def start(session) -> None:
 
     config = session.config
     from ..plugin import SETTINGS_KEY
-    from ..runfiles import lease
+    from ..store.run_folders import lease
 
     options = config.stash[OPTIONS_KEY]
     if options["executor"] == "local" or config.option.collectonly:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..settings import Factories, RunSettings
+from ..session.settings import Factories, RunSettings
 
 
 class ExecutorError(Exception):

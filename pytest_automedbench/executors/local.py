@@ -14,9 +14,9 @@ def run_in_process(task, tier: str, repeat: int, settings, on_phase: Callable[[s
                    on_step: Callable | None = None) -> dict[str, Any]:
     """Prepare the task's data (demo tasks on first use), build the agent, run it (runner.execute)."""
     from ..agents import AgentUnavailable
-    from ..models.accounting import unpriced_message
+    from ..llm.accounting import unpriced_message
     from ..data import DataNotPrepared, ensure_prepared
-    from ..runner import execute
+    from ..run.runner import execute
 
     try:
         data = ensure_prepared(task, settings.data_dir)

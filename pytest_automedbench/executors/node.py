@@ -36,8 +36,8 @@ def _die_with_parent(parent: int) -> None:
 def run(spec_file: Path, outcome_file: Path) -> int:
     from ..data import DataNotPrepared
     from ..agents import AgentUnavailable
-    from ..files import atomic_write
-    from ..runner import execute_on_node
+    from ..util.atomic_files import atomic_write
+    from ..run.runner import execute_on_node
     from .base import node_settings
 
     job = pickle.loads(spec_file.read_bytes())

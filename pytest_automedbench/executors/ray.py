@@ -40,8 +40,8 @@ from typing import Any, Callable
 
 import pytest
 
-from .. import safefs
-from ..runfiles import RunFolder, session_id, settle
+from ..util import safefs
+from ..store.run_folders import RunFolder, session_id, settle
 from .base import ExecutorError, InfraError, NodeFacts, Placement, RunSpec, namespace_for
 from .ray_registry import registry
 from .saving import save_errored

@@ -19,7 +19,7 @@ from typing import Any
 import ray
 
 import pytest_automedbench
-from pytest_automedbench import safefs
+from pytest_automedbench.util import safefs
 
 from .ray_registry import NODE_DATA_DIR, node_data
 

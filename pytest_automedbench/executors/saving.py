@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..agents.loop import RunRecord
-from ..runfiles import RunFolder
+from ..record.trace import RunRecord
+from ..store.run_folders import RunFolder
 from .base import RunSpec
 
 STAGES = ("S1", "S2", "S3", "S4", "S5")

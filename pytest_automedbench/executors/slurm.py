@@ -40,8 +40,8 @@ from typing import Any, Callable
 
 import pytest
 
-from ..files import atomic_write
-from ..runfiles import session_id
+from ..util.atomic_files import atomic_write
+from ..store.run_folders import session_id
 from .base import ExecutorError, InfraError, RunSpec, namespace_for
 from .saving import save_errored
 

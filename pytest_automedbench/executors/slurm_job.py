@@ -18,7 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import safefs
+from ..util import safefs
 from .node import _die_with_parent, run
 
 

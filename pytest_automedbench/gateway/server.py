@@ -55,7 +55,7 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
 
 
 def default_cost_fn() -> CostFn:
-    from ..models.pricing import cost_usd
+    from ..llm.pricing import cost_usd
 
     def cost(model: str, usage: dict) -> float | None:
         value = cost_usd(model, usage)

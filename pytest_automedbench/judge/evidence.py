@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import safefs
-from ..agents.loop import RunRecord, TraceEvent
+from ..util import safefs
+from ..record.trace import RunRecord, TraceEvent
 from .code import CodeFacts, read_cell
 from .executed import modules_of, ran_of, tampered
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import safefs
-from ..agents.loop import RunRecord
+from ..util import safefs
+from ..record.trace import RunRecord
 from . import patterns as P
 from .evidence import Cell, find_file, first, full_run, need, read_run, third_party
 from .history import History

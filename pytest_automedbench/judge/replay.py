@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import safefs
-from ..agents.loop import RunRecord
+from ..util import safefs
+from ..record.trace import RunRecord
 from .evidence import Cell, read_run
 from .history import OUTPUTS, History
 from .probe_runtime import mutate_file
@@ -52,7 +52,7 @@ def copy_workspace(src: Path, dst: Path) -> None:
 
 
 def workspace_bytes(root: Path) -> int:
-    from ..provenance import walk
+    from ..evidence.provenance import walk
 
     found, _ = walk(root)
     return sum(st.st_size for _, st in found)

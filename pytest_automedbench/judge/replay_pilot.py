@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import safefs
-from ..agents.loop import RunRecord
+from ..util import safefs
+from ..record.trace import RunRecord
 from . import vocabulary as V
 from .evidence import Cell, full_run, read_run
 from .history import History

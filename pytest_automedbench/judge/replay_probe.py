@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import safefs
+from ..util import safefs
 from .evidence import Cell
 
 # The kinds a real check most often catches first (NaN in an image, a label outside the set), zeros last.

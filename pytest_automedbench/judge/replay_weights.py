@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import safefs
-from ..agents.loop import RunRecord
+from ..util import safefs
+from ..record.trace import RunRecord
 from .evidence import Cell, read_run
 from .history import OUTPUTS, History
 from .model_files import NOT_PARAMETERS, ModelFiles, Reads

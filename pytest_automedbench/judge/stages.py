@@ -14,7 +14,7 @@ because the work after it is the submission's.
 from __future__ import annotations
 
 from ..agents.base import SUBMIT_RESULTS
-from ..agents.loop import RunRecord
+from ..record.trace import RunRecord
 from .code import CodeFacts
 from .evidence import Cell, cases_after, full_run, read_run, third_party
 from .vocabulary import PLAN_FILES

@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import safefs
+from ..util import safefs
 
 
 class CaseKind(str, Enum):

@@ -40,7 +40,7 @@ from typing import Callable
 import nibabel as nib
 import numpy as np
 
-from ..files import atomic_write
+from ..util.atomic_files import atomic_write
 from .base import CaseError, MetricUnavailable, TrackResult, visible_entries
 from .fidelity import mark_not_comparable
 from .volumes import NIFTI_SUFFIX, psnr, read_float_image, resample_like, ssim

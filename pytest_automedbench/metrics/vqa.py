@@ -135,7 +135,7 @@ def judge_score(agent, question: dict[str, Any], answer: str, reference: str) ->
 
 
 def make_judge(spec: str):
-    from ..models import make_client
+    from ..llm import make_client
 
     return make_client(spec)
 

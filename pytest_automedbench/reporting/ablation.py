@@ -34,7 +34,7 @@ def condition(r: dict[str, Any]) -> dict[str, Any]:
 def _duration(seconds: Any) -> str:
     if seconds is None:
         return "time ?"
-    from ..conditions import duration_tag
+    from ..run.conditions import duration_tag
 
     return duration_tag(seconds)
 

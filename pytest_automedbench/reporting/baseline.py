@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..files import atomic_write
+from ..util.atomic_files import atomic_write
 from .leaderboard import METRICS, STAGES
 from .stats import drop_test
 from .tables import fmt, text_table
@@ -128,7 +128,7 @@ def settings_conflicts(baseline: dict[str, Any], runs: list[dict[str, Any]]) -> 
     """Task x tier pairs whose runs were made under other conditions than the baseline's (limits,
     solution, judge and its version: conditions.differences); runs saved without a settings block
     are compared on nothing. Flagged, not refused: comparing another agent is the point."""
-    from ..conditions import differences
+    from ..run.conditions import differences
 
     saved = {(r.get("task_id"), r.get("tier")): r.get("settings") for r in baseline.get("runs") or []}
     out = []

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from .. import __version__, safefs
-from ..files import atomic_write
-from ..runfiles import run_id, try_read_result
+from .. import __version__
+from ..util import safefs
+from ..util.atomic_files import atomic_write
+from ..store.run_folders import run_id, try_read_result
 from . import baseline as baselines
 from . import rexmle
 from .leaderboard import aggregate, error_analysis

@@ -1,7 +1,7 @@
 """The AutoMedBench paper's error analysis as tables and terminal lines (errors.summarize's output)."""
 from __future__ import annotations
 
-from .. import errors
+from ..scoring import failure_codes as errors
 from .tables import Cell, Column, Table, fmt_pct
 
 

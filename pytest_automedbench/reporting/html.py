@@ -16,9 +16,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import errors, safefs
-from ..files import atomic_write
-from ..runfiles import viewer_files
+from ..scoring import failure_codes as errors
+from ..util import safefs
+from ..util.atomic_files import atomic_write
+from ..store.run_folders import viewer_files
 from . import charts, rexmle
 from .markdown import report_tables
 from .tables import STAGES, Table, fmt_pct, fmt_seconds, fmt_tokens
@@ -264,7 +265,7 @@ def _band_cells(bands) -> list[str]:
 
 
 def legend_html() -> str:
-    from ..scoring import DEFAULT_MEDAL_BANDS
+    from ..scoring.formulas import DEFAULT_MEDAL_BANDS
 
     rows = "".join(f"<tr><td>{_e(track)}</td>" + "".join(f"<td>{c}</td>" for c in _band_cells(b)) + "</tr>"
                    for track, b in DEFAULT_MEDAL_BANDS.items())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from .. import errors
+from ..scoring import failure_codes as errors
 from . import rexmle
 from .stats import summarize
 

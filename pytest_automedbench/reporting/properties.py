@@ -16,7 +16,7 @@ from . import rexmle as rex_report
 
 
 def run_properties(r: dict[str, Any]) -> dict[str, Any]:
-    from ..errors import family_of, fired_codes
+    from ..scoring.failure_codes import family_of, fired_codes
 
     tags = sorted({family_of(f).tag for _, f in fired_codes(r)})
     props: dict[str, Any] = {"amb_error_ecodes": ",".join(tags) or "none",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import safefs
+from ..util import safefs
 from .base import AGENT_WORKSPACE, ExecResult, Sandbox
 from .tracer import TRACER
 

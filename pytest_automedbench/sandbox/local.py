@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .. import safefs
+from ..util import safefs
 from . import seccomp
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
 from .cells import allocate_reserve, release_reserve, reserve_mb, run_process

@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 import os
 
-from ..settings import SandboxOptions, SettingsError
+from ..session.settings import SandboxOptions, SettingsError
 from .base import SandboxError
 from .gpus import check_gpus, parse_gpus, worker_gpus
 from .pythonenv import resolve_interpreter
@@ -49,7 +49,7 @@ def sandbox_options(option: Callable[[str, type], Any]) -> SandboxOptions:
     if workspace_fs not in ("dir", "loop"):
         raise SettingsError(f"--amb-workspace-fs: expected dir or loop, got {workspace_fs!r}")
     if workspace_fs == "loop":
-        from ..loopfs import unavailable
+        from ..store.loopfs import unavailable
 
         why = unavailable() or (None if option("amb_disk_cap", int) else "it needs a disk cap (--amb-disk-cap)")
         if why:

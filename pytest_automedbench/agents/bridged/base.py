@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..base import AgentError, Usage
+from ..base import AgentError
+from ...record.trace import Usage
 from ..command import CommandAgent
 
 AGENT_DIR = ".agent"  # under the workspace: the agent's own config and logs
@@ -192,7 +193,7 @@ class BridgedAgent(CommandAgent):
                                f"`automedbench agents install {self.adapter.name} --agents-dir {self.agents_dir}`")
 
     def _cost_fn(self):
-        from ...models.pricing import cost_usd
+        from ...llm.pricing import cost_usd
 
         def cost(model: str, usage: dict) -> float | None:
             value = cost_usd(model, usage, self.prices)

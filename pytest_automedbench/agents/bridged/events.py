@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
-from ..loop import TraceEvent
+from ...record.trace import TraceEvent
 
 LLM_CALL = "llm_call"
 

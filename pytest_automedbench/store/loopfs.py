@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import safefs
+from ..util import safefs
 
 IMAGE = "workspace.img"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .executors import EXECUTOR_OPTIONS
-from .sandbox.options import SANDBOX_OPTIONS, sandbox_options
+from ..executors import EXECUTOR_OPTIONS
+from ..sandbox.options import SANDBOX_OPTIONS, sandbox_options
 from .settings import TIER_CHOICES, Factories, RunSettings, SettingsError
 
 # (name, ini, default, type, help): `--amb-<name>` with ini twin `<ini>`.
@@ -69,7 +69,7 @@ def _under(root: Path, value: str) -> Path:
 
 def check_prices_file(path: str) -> None:
     """A missing --amb-prices file, with the file it was probably meant to be."""
-    from .suites import did_you_mean
+    from ..tasks.suites import did_you_mean
 
     file = Path(path).expanduser()
     if not file.is_file():
@@ -81,13 +81,13 @@ def check_prices_file(path: str) -> None:
 
 def check_bridged(model: str, agent_models: str | None) -> None:
     """A bridged agent's roles must each have a provider in the harness's environment."""
-    from .agents import BRIDGED_KINDS, AgentError
+    from ..agents import BRIDGED_KINDS, AgentError
 
     if model.partition(":")[0] not in BRIDGED_KINDS:
         if agent_models:
             raise SettingsError("--amb-agent-models: only bridged agents (" + ", ".join(BRIDGED_KINDS) + ") take models by role")
         return
-    from .agents.bridged import check_bridged_model
+    from ..agents.bridged import check_bridged_model
 
     try:
         check_bridged_model(model, agent_models)
@@ -97,14 +97,14 @@ def check_bridged(model: str, agent_models: str | None) -> None:
 
 def settings_from(config) -> RunSettings:
     """The typed settings of a pytest session (raises SettingsError naming the option)."""
-    from .models.pricing import PriceFileError, load_prices
-    from .data import default_data_dir
+    from ..llm.pricing import PriceFileError, load_prices
+    from ..data import default_data_dir
 
     def option(ini: str, type_: type = str):
         return read_option(config, ini, type_)
 
-    from .progress import MODES
-    from .suites import did_you_mean
+    from ..run.progress import MODES
+    from ..tasks.suites import did_you_mean
 
     tier = option("amb_tier")
     if tier not in TIER_CHOICES:

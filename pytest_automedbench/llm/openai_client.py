@@ -30,7 +30,8 @@ import os
 from typing import Any, Iterable
 from urllib.parse import urlparse
 
-from ..agents.base import AgentError, Message, ToolCall, Usage
+from ..agents.base import AgentError, Message, ToolCall
+from ..record.trace import Usage
 from .chat_api import ChatAPIAgent, shared_client
 from .retry import LLMAPIError, MalformedReply, RetryPolicy
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from .settings import RunSettings, SettingsError
-from .suites import did_you_mean
+from ..tasks.suites import did_you_mean
 
 #: The built-in --amb-model kinds and forms (the contract in docs/agents.md).
 AGENT_NAMES = ("reference", "null", "script", "claude", "gpt", "openai", "command",
@@ -63,8 +63,8 @@ def _plugin_knows_agent(spec: str, config) -> bool:
 
 
 def _check_step_file(path: str, option: str) -> None:
-    from .agents import StepFileError
-    from .agents.scripted import load_steps
+    from ..agents import StepFileError
+    from ..agents.scripted import load_steps
 
     if not path:
         raise SettingsError(f"{option}=script: needs a step file, e.g. {option}=script:steps.yaml")
@@ -86,7 +86,7 @@ def check_judge(spec: str | None, config) -> None:
 
 
 def check_sandbox(name: str, config) -> None:
-    from .sandbox import backend_names
+    from ..sandbox import backend_names
 
     known = backend_names()
     if name in known or config.hook.pytest_amb_make_sandbox.get_hookimpls():
@@ -123,7 +123,7 @@ def check_gpus(config) -> None:
         why = f"{bad[0]!r} is not a GPU id" if bad else "an id appears twice"
         raise SettingsError(f"--amb-gpus={text}: {why}; expected comma-separated ids as CUDA_VISIBLE_DEVICES "
                             "takes them (e.g. 0,1,2,3 or GPU-<uuid>), or none")
-    from .sandbox.options import missing_gpus  # ids this machine does not have (a one-GPU box asked for 0,1)
+    from ..sandbox.options import missing_gpus  # ids this machine does not have (a one-GPU box asked for 0,1)
 
     missing = missing_gpus(read_option(config, "amb_sandbox", str) or "local", ids)
     if missing:
@@ -132,7 +132,7 @@ def check_gpus(config) -> None:
 
 def check_baseline(s: RunSettings) -> None:
     """--amb-compare must name a baseline that exists now, not after an hour of runs."""
-    from .reporting.baseline import parse_gate, resolve
+    from ..reporting.baseline import parse_gate, resolve
 
     if s.compare_fail:  # its syntax first: a wrong gate is the likelier slip than a missing file
         try:

@@ -17,10 +17,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:  # the settings module stays cheap to import (every xdist worker imports it)
-    from .agents import Agent
-    from .models.pricing import Price
-    from .sandbox import Sandbox, SandboxConfig
-    from .tasks import LoadedTask
+    from ..agents import Agent
+    from ..llm.pricing import Price
+    from ..sandbox import Sandbox, SandboxConfig
+    from ..tasks import LoadedTask
 
 TIER_CHOICES = ("lite", "standard", "pro", "all")
 
@@ -52,13 +52,13 @@ class SandboxOptions:
 
 
 def _builtin_agent(spec: str, task: "LoadedTask | None", **options) -> "Agent":
-    from .agents import make_agent
+    from ..agents import make_agent
 
     return make_agent(spec, task, **options)
 
 
 def _builtin_sandbox(name: str, config: "SandboxConfig") -> "Sandbox":
-    from .sandbox import sandbox_class
+    from ..sandbox import sandbox_class
 
     return sandbox_class(name)(config)
 
@@ -81,7 +81,7 @@ class Factories:
         hook = config.hook
 
         def agent(spec, task, **options):
-            from .agents import make_agent
+            from ..agents import make_agent
 
             return make_agent(spec, task, plugin_hook=lambda **kw: hook.pytest_amb_make_agent(config=config, **kw),
                               **options)
@@ -129,20 +129,20 @@ class RunSettings:
 
     @functools.cached_property
     def price_table(self) -> Mapping[str, "Price"]:
-        from .models.pricing import load_prices
+        from ..llm.pricing import load_prices
 
         return self.prices if self.prices is not None else load_prices(None)
 
     @functools.cached_property
     def cost_fn(self):
-        from .models.accounting import make_cost_fn
+        from ..llm.accounting import make_cost_fn
 
         return make_cost_fn(self.price_table)
 
     @property
     def agent_options(self) -> dict[str, Any]:
         """Constructor options for the built-in LLM agents."""
-        from .models.accounting import llm_options
+        from ..llm.accounting import llm_options
 
         return {**llm_options(self.retry_delay), "bridge": {**self.bridge, "prices": self.price_table}}
 

@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import safefs
+from ...util import safefs
 
 VOXEL_FLOOR = 1 << 24  # 16.8 M values: a 256^3 volume
 VOXEL_SLACK = 4

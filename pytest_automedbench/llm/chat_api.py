@@ -17,7 +17,8 @@ import copy
 import threading
 from typing import Any, Callable, Iterable
 
-from ..agents.base import Agent, Message, Reply, ToolCall, Usage
+from ..agents.base import Agent, Message, Reply, ToolCall
+from ..record.trace import Usage
 from .retry import CallStats, LLMAPIError, MalformedReply, RetryPolicy
 
 #: What the agent says when a reply was cut off at the output-token limit.

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..agents.base import AgentError, Usage
+from ..agents.base import AgentError
+from ..record.trace import Usage
 from .pricing import Price, load_prices, price_for
 from .pricing import cost_usd as _cost_usd
 from .retry import RetryPolicy
@@ -49,7 +50,7 @@ def unpriced_message(model_id: str | None, prices: Mapping[str, Price], max_cost
     if max_cost is not None:
         raise UnpricedModelError(f"--amb-max-cost: model {model_id!r} has no price, so its cost cannot be "
                                  "capped; give one with --amb-prices=FILE")
-    from ..suites import did_you_mean
+    from ..tasks.suites import did_you_mean
 
     return (f"automedbench: no price for model {model_id!r}{did_you_mean(model_id, prices)}: cost_usd will be "
             f"null (unknown); add it with --amb-prices=FILE (see docs/agents.md)")

@@ -39,10 +39,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .agents.base import Usage
-from .agents.loop import RunRecord, TraceEvent
-from . import loopfs, safefs
-from .files import OutsideRoot, atomic_write, inside
+from ..record.trace import Usage
+from ..record.trace import RunRecord, TraceEvent
+from . import loopfs
+from ..util import safefs
+from ..util.atomic_files import OutsideRoot, atomic_write, inside
 
 LIMITS = ("max_turns", "time_limit", "max_tokens", "max_cost", "context_length", "disk_limit")
 _EVENT_FIELDS = {f.name for f in dataclasses.fields(TraceEvent)}
@@ -75,7 +76,7 @@ def run_id(task_id: str, tier: str, model: str, repeat: int, conditions: str = "
 
 def task_run_id(task, tier: str, repeat: int, settings) -> str:
     """The run id of this task x tier x repeat under the session's settings."""
-    from .conditions import run_id_conditions
+    from ..run.conditions import run_id_conditions
 
     return run_id(task.spec.id, tier, settings.model, repeat, run_id_conditions(task, settings))
 
@@ -252,7 +253,7 @@ def _step_file(task, model: str) -> Path | None:
 
 
 def _judge_version() -> int:
-    from .judge import JUDGE_VERSION  # a new judge's verdicts are not reused for an old one's
+    from ..judge import JUDGE_VERSION  # a new judge's verdicts are not reused for an old one's
 
     return JUDGE_VERSION
 
@@ -271,7 +272,7 @@ def config_hash(task, tier: str, repeat: int, settings, legacy: bool = False) ->
     if getattr(settings, "replay_pilot", False):
         parts["replay_pilot"] = True
     if not legacy:
-        from .conditions import hashed_conditions
+        from ..run.conditions import hashed_conditions
 
         parts["settings"] = hashed_conditions(task, settings)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]

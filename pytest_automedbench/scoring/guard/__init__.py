@@ -35,8 +35,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import safefs
-from ..metrics.base import CaseError, TrackResult
+from ...util import safefs
+from ...metrics.base import CaseError, TrackResult
 from . import sizes
 from .child import ChildStats, ScorerFailed, ScorerOutOfMemory, can_fork, run_capped
 
@@ -76,7 +76,7 @@ def format_error(case: str, problem: str) -> CaseError:
 
 
 def _module(spec, hook):
-    from ..metrics import metric_module
+    from ...metrics import metric_module
 
     return metric_module(spec.track, getattr(spec.metric, "module", None), hook)
 
@@ -86,7 +86,7 @@ def _score(spec, outputs: Path, private: Path, public: Path, hook, grader: str |
     if grader and not isinstance(track.diagnostics.get("challenge_metrics"), dict):
         # The ReX-MLE grader reads the submission too: it runs here, under the same cap, and its values
         # reach rexmle.metric_values as the challenge metrics.
-        from ..data import load_preparer
+        from ...data import load_preparer
 
         try:
             track.diagnostics["challenge_metrics"] = load_preparer(grader)(spec, outputs, private, public)

@@ -17,24 +17,33 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, scoring, scoring_guard
-from .agents import Agent, AgentError
-from .agents.loop import AgentLoop, Limits, RunRecord
-from .data import TaskData
-from .executors.base import ExecutorError
-from .errors import RunFacts, detect
+from .. import __version__
+from ..scoring import formulas as scoring, guard as scoring_guard
+from ..agents import Agent, AgentError
+from ..agents.loop import AgentLoop, Limits
+from ..record.trace import RunRecord
+from ..data import TaskData
+from ..executors.base import ExecutorError
+from ..scoring.failure_codes import RunFacts, detect
 from .gpu_usage import sampler_for
-from .judge import judge_for, judge_run
-from .metrics import TrackResult, load_in_background, preflight
+from ..judge import judge_for, judge_run
+from ..metrics import TrackResult, load_in_background, preflight
 from .conditions import give_solution, run_settings
-from .runfiles import (RunFilesError, config_hash, node_session, run_id, start_run,  # noqa: F401 (re-exported)
-                       task_run_id, write_run_files)
-from .sandbox import SandboxConfig, SandboxError
-from .sandbox.isolation import comparability
-from .sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
-from .settings import RunSettings
-from .tasks import LoadedTask, TaskSpecError
-from .tasks.brief import build_brief
+from ..store.run_folders import (  # noqa: F401 (re-exported)
+    RunFilesError,
+    config_hash,
+    node_session,
+    run_id,
+    start_run,
+    task_run_id,
+    write_run_files,
+)
+from ..sandbox import SandboxConfig, SandboxError
+from ..sandbox.isolation import comparability
+from ..sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
+from ..session.settings import RunSettings
+from ..tasks import LoadedTask, TaskSpecError
+from ..tasks.brief import build_brief
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -127,7 +136,7 @@ def rexmle_medal(section: dict[str, Any]) -> str | None:
 def _rexmle_section(task: LoadedTask, track: TrackResult, outputs: Path, data: TaskData, record: RunRecord):
     if task.spec.rexmle is None:
         return None
-    from . import rexmle  # pandas and the leaderboards load only for ReX-MLE tasks
+    from .. import rexmle  # pandas and the leaderboards load only for ReX-MLE tasks
 
     return rexmle.result_section(task, track, outputs, data, record)
 
@@ -140,7 +149,7 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
         return None
     import dataclasses
 
-    from .judge import replay
+    from ..judge import replay
 
     def make(ws: Path, public: Path | None = None):
         copy = dataclasses.replace(config, workspace_dir=ws, guard=None, extra=dict(config.extra),
@@ -159,13 +168,13 @@ def _mlebench_section(task: LoadedTask, track: TrackResult):
     """An MLE-bench competition's block: the score and MLE-bench's Kaggle medal (rexmle/mlebench)."""
     if getattr(task.spec, "mlebench", None) is None:
         return None
-    from .rexmle import mlebench
+    from ..rexmle import mlebench
 
     return mlebench.result_section(task, track)
 
 
 def _mlebench_medal(section: dict[str, Any]) -> str | None:
-    from .rexmle import mlebench
+    from ..rexmle import mlebench
 
     return mlebench.medal(section)
 
@@ -330,8 +339,8 @@ def execute_on_node(task_path: str | Path, tier: str, repeat: int, settings: Run
     session `session`, which holds the runs-dir lease (this process takes none). `node` (node id,
     host, executor, GPUs) goes into result.json's provenance; errors are execute()'s own. The run's
     progress (progress.RunProgress's state) is written to `progress_file` for the controller's display."""
-    from .data import ensure_prepared
-    from .tasks import load_task_file
+    from ..data import ensure_prepared
+    from ..tasks import load_task_file
 
     node_session(session)
     try:
@@ -365,7 +374,7 @@ def _stamp_node(result: dict[str, Any], path: Path, node: dict[str, Any]) -> Non
     """Record where the run executed in its provenance (result.json rewritten atomically)."""
     import json
 
-    from .files import atomic_write
+    from ..util.atomic_files import atomic_write
 
     result.setdefault("provenance", {})["node"] = node
     try:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from ..agents.base import AgentError, Message, ToolCall, Usage
+from ..agents.base import AgentError, Message, ToolCall
+from ..record.trace import Usage
 from .chat_api import CONTINUE_PROMPT, ChatAPIAgent, shared_client, tool_call_is_complete  # noqa: F401 (re-exported)
 from .retry import LLMAPIError, MalformedReply, RetryPolicy
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import safefs
-from .agents.loop import RunRecord
-from .judge import patterns as P
-from .judge.evidence import Cell, full_run, read_run
-from .metrics import TrackResult
-from .metrics.base import CaseKind
+from ..util import safefs
+from ..record.trace import RunRecord
+from ..judge import patterns as P
+from ..judge.evidence import Cell, full_run, read_run
+from ..metrics import TrackResult
+from ..metrics.base import CaseKind
 
 PLAN_READ_LIMIT = 1 << 20  # plan.md is read this far (a sparse 300 MB plan costs no more)
 

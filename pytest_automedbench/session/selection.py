@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from .settings import RunSettings
-from .tasks import TIERS
+from ..tasks import TIERS
 
 
 def tiers_collected(config, settings: RunSettings) -> tuple[str, ...]:

@@ -16,10 +16,10 @@ import difflib
 import re
 from pathlib import Path
 
-from .tasks import LoadedTask, TaskSpecError, load_task_file
-from .tasks.loader import is_task_file
+from . import LoadedTask, TaskSpecError, load_task_file
+from .loader import is_task_file
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # the package folder (this module is in tasks/)
 
 
 def suites_root() -> Path:

@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from . import safefs
+from ..util import safefs
 
 _READ_LIMIT = 8 * 1024 * 1024  # a bigger submission file is not parsed: it counts as one entry
 _ID_KEYS = ("image_id", "case_id", "case", "id", "question_id", "study_id", "patient_id")

@@ -21,7 +21,7 @@ HASHED = ("time_limit_s", "max_turns", "max_tokens", "max_cost_usd", "with_solut
 
 
 def judge_version() -> str:
-    from . import judge
+    from .. import judge
 
     return str(getattr(judge, "JUDGE_VERSION", "1"))
 
@@ -93,7 +93,7 @@ def _digest(path: Path | None) -> str | None:
 def data_version(task, data_dir: Path | None, data_root: Path | None = None) -> dict[str, Any]:
     """The task version that names the data folder, the preparer's parameters, and the prepared
     data's manifest digest (None before preparation); `data_root`: the run's prepared folder."""
-    from .data import MANIFEST, _params_key, task_data
+    from ..data import MANIFEST, _params_key, task_data
 
     manifest = None
     if data_root is not None:

@@ -1,0 +1,1 @@
+"""Utilities with no knowledge of runs: reading hostile trees safely, writing files atomically."""
