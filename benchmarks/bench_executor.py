@@ -54,10 +54,10 @@ def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
 
     from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
-    from pytest_automedbench.executors import EXECUTOR_OPTIONS, Placement, RunSpec
+    from pytest_automedbench.executors import Placement, RunSpec
     from pytest_automedbench.executors.base import manifest_hash, portable_settings
     from pytest_automedbench.executors.ray import RayExecutor
-    from pytest_automedbench.session.settings import RunSettings
+    from pytest_automedbench.session.settings import ExecutorSettings, RunSettings
     from pytest_automedbench.tasks import load_task_file
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
@@ -66,14 +66,14 @@ def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
         cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
     cluster.wait_for_nodes()
     runs_dir = root / f"runs-{n_nodes}"
-    settings = RunSettings(runs_dir=runs_dir, data_dir=root / "data", model="reference")
+    settings = RunSettings(runs_dir=runs_dir, data_dir=root / "data", model="reference",
+                           executor=ExecutorSettings(name="ray", ray_address=cluster.address, ray_results="shared",
+                                                     archive_mb=64, infra_retries=0, cancel_grace=10))
     task = load_task_file(task_file)
     data = ensure_prepared(task, settings.data_dir)
-    options = {ini.removeprefix("amb_"): None for _, ini, _, _, _ in EXECUTOR_OPTIONS}
-    options.update(ray_address=cluster.address, ray_results="shared", archive_mb=64, infra_retries=0, cancel_grace=10)
     try:
         runfiles.lease(runs_dir)
-        ex = RayExecutor(settings, options)
+        ex = RayExecutor(settings)
         specs = [RunSpec(run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"r{r}",
                          task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite", repeat=r,
                          config_hash=runfiles.config_hash(task, "lite", r, settings), placement=Placement(cpus=1),

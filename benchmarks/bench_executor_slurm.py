@@ -55,23 +55,23 @@ def job_started(job_folder: Path) -> float:
 def measure(runs: int, task_file: Path, root: Path) -> list[dict]:
     from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
-    from pytest_automedbench.executors import EXECUTOR_OPTIONS, Placement, RunSpec
+    from pytest_automedbench.executors import Placement, RunSpec
     from pytest_automedbench.executors.base import manifest_hash, portable_settings
     from pytest_automedbench.executors.slurm import SlurmExecutor
-    from pytest_automedbench.session.settings import RunSettings
+    from pytest_automedbench.session.settings import ExecutorSettings, RunSettings
     from pytest_automedbench.tasks import load_task_file
 
     runs_dir = root / "runs"
-    settings = RunSettings(runs_dir=runs_dir, data_dir=root / "data", model="reference")
+    settings = RunSettings(runs_dir=runs_dir, data_dir=root / "data", model="reference",
+                           executor=ExecutorSettings(name="slurm", slurm_folder=str(root / "jobs"),
+                                                     slurm_partition="gpu", slurm_time=30, infra_retries=0,
+                                                     slurm_lost_after=300))
     task = load_task_file(task_file)
     data = ensure_prepared(task, settings.data_dir)
-    options = {ini.removeprefix("amb_"): None for _, ini, _, _, _ in EXECUTOR_OPTIONS}
-    options.update(slurm_folder=str(root / "jobs"), slurm_partition="gpu", slurm_time=30, infra_retries=0,
-                   slurm_lost_after=300, slurm_account=None, slurm_gres=None)
     rows = []
     try:
         runfiles.lease(runs_dir)
-        ex = SlurmExecutor(settings, options)
+        ex = SlurmExecutor(settings)
         for r in range(1, runs + 1):
             spec = RunSpec(run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"r{r}",
                            task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite",

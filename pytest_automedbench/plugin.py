@@ -21,9 +21,9 @@ from .reporting.resume import reuse_finished_run
 from .store.run_folders import RunsDirBusy, release_all
 from .executors.local import run_in_process
 from .run.runner import HARNESS_ERRORS
-from .session.options import ALL_OPTIONS, settings_from
+from .session.options import add_options, settings_from
 from .sandbox import MEMORY_NOT_ENFORCED, SandboxError, isolation_of, memory_limit_mode_of
-from .sandbox.isolation import IsolationRefused, add_option as add_isolation_option, check_session as fail_closed
+from .sandbox.isolation import IsolationRefused, check_session as fail_closed
 from .session.settings import RunSettings, SettingsError
 from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
@@ -43,23 +43,8 @@ def pytest_addhooks(pluginmanager):
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("automedbench", "benchmark AI agents on medical-AI tasks")
-    for name, ini, default, _type, help_ in ALL_OPTIONS:
-        group.addoption(f"--amb-{name}", dest=ini, default=None, help=f"{help_} [ini: {ini}]")
-        parser.addini(ini, help_, default=default)
-    group.addoption("--amb-resume", action="store_true", dest="amb_resume", default=None,
-                    help="reuse finished runs whose configuration is unchanged; rerun the rest [ini: amb_resume]")
-    parser.addini("amb_resume", "reuse finished runs whose configuration is unchanged", type="bool", default=False)
-    add_isolation_option(group, parser)
-    group.addoption("--amb-with-solution", action="store_true", dest="amb_with_solution", default=None,
-                    help="give the agent the task's solution report (ReX-MLE's 'w/ sol.'; a task without one "
-                         "is n/a) [ini: amb_with_solution]")
-    parser.addini("amb_with_solution", "give the agent the task's solution report", type="bool", default=False)
-    group.addoption("--amb-replay-pilot", action="store_true", dest="amb_replay_pilot", default=None,
-                    help="also replay each run's pilot on broken cases (evidence for S3's pilot check; it never "
-                         "changes a score and is most of the replays' time) [ini: amb_replay_pilot]")
-    parser.addini("amb_replay_pilot", "replay each run's pilot on broken cases (evidence only)", type="bool",
-                  default=False)
+    # every option and its ini twin: the one table in session/options.py
+    add_options(parser.getgroup("automedbench", "benchmark AI agents on medical-AI tasks"), parser)
 
 
 def pytest_configure(config):
@@ -74,11 +59,11 @@ def pytest_configure(config):
         config.stash[SETTINGS_KEY] = settings = settings_from(config)
         check_settings(settings, config)  # before any run or pytest-xdist worker starts
         fail_closed(settings, config)  # no untrusted agent runs unisolated (sandbox/isolation.py)
-        config.stash[executors.OPTIONS_KEY] = executor_options = executors.executor_options(config)
     except (SettingsError, IsolationRefused) as e:
         raise pytest.UsageError(str(e)) from None
-    if executor_options["executor"] != "local" and (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
-        raise pytest.UsageError(f"--amb-executor={executor_options['executor']}: the cluster schedules the runs; "
+    executor = settings.executor.name
+    if executor != "local" and (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
+        raise pytest.UsageError(f"--amb-executor={executor}: the cluster schedules the runs; "
                                 "leave out -n (one pytest process holds every run in flight)")
     _check_model_price(settings)
     from .judge import check_judge  # judge's: an LLM judge without a key or endpoint is a usage error now
@@ -171,7 +156,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """Selection is final: a cluster executor checks every run's placement and submits them all."""
-    executors.start(session)
+    executors.start(session, session.config.stash[SETTINGS_KEY])
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -149,15 +149,13 @@ def slots_left(address: str) -> list[str]:
 def controller(cluster: RayTestCluster, root: Path, resume: bool = False, retries: int = 1, grace: float = 10):
     """A RayExecutor in this process (the controller of a session, without pytest's start-up), on root's
     runs and data dirs; the caller holds the runs-dir lease (runfiles.lease) as a session does."""
-    from pytest_automedbench.executors import EXECUTOR_OPTIONS
     from pytest_automedbench.executors.ray import RayExecutor
-    from pytest_automedbench.session.settings import RunSettings
+    from pytest_automedbench.session.settings import ExecutorSettings, RunSettings
 
-    settings = RunSettings(runs_dir=root / "runs", data_dir=root / "data", model="reference", resume=resume)
-    options = {ini.removeprefix("amb_"): None for _, ini, _, _, _ in EXECUTOR_OPTIONS}
-    options.update(ray_address=cluster.address, ray_results="shared", archive_mb=64, infra_retries=retries,
-                   cancel_grace=grace)
-    return RayExecutor(settings, options)
+    options = ExecutorSettings(name="ray", ray_address=cluster.address, ray_results="shared", archive_mb=64,
+                               infra_retries=retries, cancel_grace=grace)
+    return RayExecutor(RunSettings(runs_dir=root / "runs", data_dir=root / "data", model="reference", resume=resume,
+                                   executor=options))
 
 
 def run_specs(ex, suite: Path, repeats: int = 1) -> list:
@@ -168,7 +166,7 @@ def run_specs(ex, suite: Path, repeats: int = 1) -> list:
     from pytest_automedbench.executors.base import RunSpec, manifest_hash, portable_settings
     from pytest_automedbench.tasks import load_task_file
 
-    options = {"run_gpus": None, "run_gpu_kind": None, "run_memory_gb": None, "run_cpus": None}
+    options = ex.settings.executor  # no resource overrides
     specs = []
     for task_file in sorted(suite.glob("*.task.yaml")):
         task = load_task_file(task_file)

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_automedbench.store import run_folders as runfiles
 from pytest_automedbench.record.trace import RunRecord
-from pytest_automedbench.executors import executor_options, placement_for
+from pytest_automedbench.executors import placement_for
 from pytest_automedbench.executors.base import NodeFacts, Placement, RunSpec, namespace_for, portable_settings
 from pytest_automedbench.executors.ray import node_refusal
 from pytest_automedbench.session.settings import RunSettings, SettingsError
@@ -150,14 +150,20 @@ class _Config:
         return self.values.get(name)
 
     def getini(self, name):
-        from pytest_automedbench.executors import EXECUTOR_OPTIONS
+        from pytest_automedbench.session.options import BY_INI
 
-        return next(d for _, ini, d, _, _ in EXECUTOR_OPTIONS if ini == name)
+        return BY_INI[name].default
+
+
+def executor_options(config):
+    from pytest_automedbench.session.options import executor_settings, reader
+
+    return executor_settings(reader(config))
 
 
 def test_options_and_resource_overrides():
     options = executor_options(_Config())
-    assert options["executor"] == "local" and options["infra_retries"] == 1 and options["ray_results"] == "shared"
+    assert options.name == "local" and options.infra_retries == 1 and options.ray_results == "shared"
     for bad, message in [({"amb_executor": "k8s"}, "--amb-executor"), ({"amb_ray_results": "nfs"}, "--amb-ray-results"),
                          ({"amb_infra_retries": "-1"}, "--amb-infra-retries"), ({"amb_run_gpus": "x"}, "amb-run-gpus")]:
         with pytest.raises(SettingsError, match=message):

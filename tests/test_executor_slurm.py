@@ -108,23 +108,23 @@ def test_a_resumed_controller_reattaches_by_job_id_and_lost_jobs_are_infra_error
 def test_the_job_folder_must_be_shared(tmp_path, monkeypatch):
     from pytest_automedbench.executors import ExecutorError
     from pytest_automedbench.executors.slurm import SlurmExecutor
-    from pytest_automedbench.session.settings import RunSettings
+    from pytest_automedbench.session.settings import ExecutorSettings, RunSettings
 
     monkeypatch.delenv("AMB_SLURM_SINGLE_MACHINE", raising=False)
-    options = {"slurm_folder": str(tmp_path / "jobs"), "infra_retries": 1, "slurm_lost_after": 300}
+    options = ExecutorSettings(name="slurm", slurm_folder=str(tmp_path / "jobs"))
     with pytest.raises(ExecutorError, match="compute nodes do not share"):
-        SlurmExecutor(RunSettings(), options)
+        SlurmExecutor(RunSettings(executor=options))
     with pytest.raises(ExecutorError, match="needs --amb-slurm-folder"):
-        SlurmExecutor(RunSettings(), dict(options, slurm_folder=None))
+        SlurmExecutor(RunSettings(executor=ExecutorSettings(name="slurm")))
 
 
 def executor(tmp_path, monkeypatch, **settings):
     from pytest_automedbench.executors.slurm import SlurmExecutor
-    from pytest_automedbench.session.settings import RunSettings
+    from pytest_automedbench.session.settings import ExecutorSettings, RunSettings
 
     monkeypatch.setenv("AMB_SLURM_SINGLE_MACHINE", "1")
-    options = {"slurm_folder": str(tmp_path / "jobs"), "infra_retries": 1, "slurm_lost_after": 300}
-    return SlurmExecutor(RunSettings(runs_dir=tmp_path / "runs", **settings), options)
+    options = ExecutorSettings(name="slurm", slurm_folder=str(tmp_path / "jobs"))
+    return SlurmExecutor(RunSettings(runs_dir=tmp_path / "runs", executor=options, **settings))
 
 
 class FakeJob:

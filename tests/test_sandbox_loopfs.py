@@ -68,11 +68,11 @@ def test_recovery_copies_a_killed_harness_finished_run_out_of_its_image(tmp_path
 
 
 def test_the_option_is_checked_at_start():
-    from pytest_automedbench.sandbox.options import sandbox_options
+    from pytest_automedbench.session.options import sandbox_settings as sandbox_options
     from pytest_automedbench.session.settings import SettingsError
 
     def option(values):
-        return lambda ini, kind: values.get(ini)
+        return lambda ini: values.get(ini)
 
     assert sandbox_options(option({"amb_workspace_fs": "loop", "amb_disk_cap": 64})).workspace_fs == "loop"
     with pytest.raises(SettingsError, match="expected dir or loop"):

@@ -5,9 +5,11 @@
     slurm.py   Slurm jobs through submitit
     node.py    the process that runs one run on a node (runner.execute_on_node)
 
-The plugin calls `start(session)` once selection is final (after -k/-m and the resume filter):
-placement is checked for every run and refused at session start, then all are submitted; each
-TaskItem then waits for its own run (`wait_for(item)`).
+The plugin calls `start(session, settings)` once selection is final (after -k/-m and the resume
+filter): placement is checked for every run and refused at session start, then all are submitted;
+each TaskItem then waits for its own run (`wait_for(item)`). An executor is built from the session's
+RunSettings (`settings.executor`: its options, typed; session/options.py reads them) and never asks
+the plugin for anything.
 """
 from __future__ import annotations
 
@@ -16,78 +18,39 @@ from typing import Any
 
 from _pytest.stash import StashKey  # not `pytest`: a node's Ray worker imports this package (0.25 s less per start)
 
+from ..session.settings import EXECUTORS, ExecutorSettings, RunSettings
 from .base import ExecutorError, InfraError, Placement, RunSpec, portable_settings
-
-EXECUTORS = ("local", "ray", "slurm")
-
-# (name, ini, default, type, help), as in options.OPTIONS
-EXECUTOR_OPTIONS = [
-    ("executor", "amb_executor", "local", str, "where runs execute: local (this machine), ray or slurm (docs/scale-out.md)"),
-    ("ray-address", "amb_ray_address", None, str, "the Ray cluster's address (default $RAY_ADDRESS, else auto)"),
-    ("ray-results", "amb_ray_results", "shared", str,
-     "shared (nodes write into the shared runs dir) or archive (nodes return the run folder as a capped tar.gz)"),
-    ("archive-mb", "amb_archive_mb", "2048", float, "cap on a run folder returned as an archive (the rest stays on the node)"),
-    ("infra-retries", "amb_infra_retries", "1", int, "resubmissions of a run whose node was lost (an infrastructure error)"),
-    ("cancel-grace", "amb_cancel_grace", "30", float, "seconds an interrupted remote run gets to save itself before it is killed"),
-    ("run-gpus", "amb_run_gpus", None, int, "GPUs per run on a cluster (overrides the task's resources.gpus)"),
-    ("run-gpu-kind", "amb_run_gpu_kind", None, str, "GPU kind per run, e.g. h100 (overrides resources.gpu_kind)"),
-    ("run-memory-gb", "amb_run_memory_gb", None, float, "memory per run in GB (overrides resources.memory_gb)"),
-    ("run-cpus", "amb_run_cpus", None, float, "CPUs per run (overrides resources.cpus)"),
-    ("slurm-folder", "amb_slurm_folder", None, str, "submitit's job folder: shared by controller and nodes, never /tmp"),
-    ("slurm-partition", "amb_slurm_partition", None, str, "Slurm partition"),
-    ("slurm-account", "amb_slurm_account", None, str, "Slurm account"),
-    ("slurm-gres", "amb_slurm_gres", None, str, "Slurm gres (default gpu[:KIND]:N from the run's resources)"),
-    ("slurm-time", "amb_slurm_time", "1440", int, "Slurm time limit per job, minutes"),
-    ("slurm-lost-after", "amb_slurm_lost_after", "300", float,
-     "seconds a job may be unknown to Slurm (scontrol and sacct), without a result, before it counts as lost"),
-]
 
 EXECUTOR_KEY = StashKey[Any]()
 SPECS_KEY = StashKey[dict]()
 
 
-def executor_options(config) -> dict[str, Any]:
-    """The executor's options (raises SettingsError naming the option)."""
-    from ..session.options import read_option
-    from ..session.settings import SettingsError
-
-    out = {ini.removeprefix("amb_"): read_option(config, ini, type_) for _, ini, _, type_, _ in EXECUTOR_OPTIONS}
-    if out["executor"] not in EXECUTORS:
-        raise SettingsError(f"--amb-executor: expected {', '.join(EXECUTORS)}, got {out['executor']!r}")
-    if out["ray_results"] not in ("shared", "archive"):
-        raise SettingsError(f"--amb-ray-results: expected shared or archive, got {out['ray_results']!r}")
-    if out["infra_retries"] < 0:
-        raise SettingsError("--amb-infra-retries: must be 0 or more")
-    for key in ("run_gpus", "run_cpus", "run_memory_gb"):
-        if out[key] is not None and out[key] < 0:
-            raise SettingsError(f"--amb-{key.replace('_', '-')}: must not be negative")
-    return out
-
-
-def make_executor(name: str, settings, options: dict[str, Any]):
+def make_executor(settings: RunSettings):
+    """The executor `settings.executor.name` names, built from the settings."""
+    name = settings.executor.name
     if name == "ray":
         from .ray import RayExecutor
 
-        return RayExecutor(settings, options)
+        return RayExecutor(settings)
     if name == "slurm":
         from .slurm import SlurmExecutor
 
-        return SlurmExecutor(settings, options)
+        return SlurmExecutor(settings)
     from .local import LocalExecutor
 
-    return LocalExecutor(settings, options)
+    return LocalExecutor(settings)
 
 
-def placement_for(task, options: dict[str, Any]) -> Placement:
+def placement_for(task, options: ExecutorSettings) -> Placement:
     r = task.spec.resources
-    gpus = options["run_gpus"] if options["run_gpus"] is not None else r.gpus
-    kind = options["run_gpu_kind"] or r.gpu_kind
+    gpus = options.run_gpus if options.run_gpus is not None else r.gpus
+    kind = options.run_gpu_kind or r.gpu_kind
     return Placement(gpus=gpus, gpu_kind=kind if gpus else None,
-                     memory_gb=options["run_memory_gb"] if options["run_memory_gb"] is not None else r.memory_gb,
-                     cpus=options["run_cpus"] if options["run_cpus"] is not None else r.cpus)
+                     memory_gb=options.run_memory_gb if options.run_memory_gb is not None else r.memory_gb,
+                     cpus=options.run_cpus if options.run_cpus is not None else r.cpus)
 
 
-def spec_for(item, settings, options: dict[str, Any], portable) -> RunSpec | None:
+def spec_for(item, settings: RunSettings, options: ExecutorSettings, portable) -> RunSpec | None:
     """The item's RunSpec, or None when the item needs no run here (reused, or its data is missing:
     the item then skips itself, as a local run would)."""
     from ..data import DataNotPrepared, ensure_prepared
@@ -110,30 +73,28 @@ def spec_for(item, settings, options: dict[str, Any], portable) -> RunSpec | Non
                    settings=portable)
 
 
-def start(session) -> None:
+def start(session, settings: RunSettings) -> None:
     """Check placement of every run the session will make, refuse what cannot be placed, submit the rest."""
     import pytest
 
     config = session.config
-    from ..plugin import SETTINGS_KEY
     from ..store.run_folders import lease
 
-    options = config.stash[OPTIONS_KEY]
-    if options["executor"] == "local" or config.option.collectonly:
+    name = settings.executor.name
+    if name == "local" or config.option.collectonly:
         return
-    settings = config.stash[SETTINGS_KEY]
-    _check_hooks_stay_local(config, options["executor"])
+    _check_hooks_stay_local(config, name)
     lease(settings.runs_dir)  # the controller holds the runs dir; nodes never take the lease
     portable = portable_settings(settings)
     specs = {}
     for item in session.items:
         if getattr(item, "task", None) is None:
             continue
-        spec = spec_for(item, settings, options, portable)
+        spec = spec_for(item, settings, settings.executor, portable)
         if spec is not None:
             specs[item.nodeid] = spec
     try:
-        executor = make_executor(options["executor"], settings, options)
+        executor = make_executor(settings)
     except ExecutorError as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[EXECUTOR_KEY] = executor
@@ -145,9 +106,6 @@ def start(session) -> None:
         raise pytest.UsageError(f"--amb-executor={executor.name}: {len(lines)} run(s) cannot be placed:\n"
                                 + "\n".join(lines))
     executor.submit(list(specs.values()))
-
-
-OPTIONS_KEY = StashKey[dict]()
 
 
 def _check_hooks_stay_local(config, name: str) -> None:
@@ -181,5 +139,5 @@ def finish(config, interrupted: bool) -> None:
         executor.shutdown(interrupted)
 
 
-__all__ = ["EXECUTORS", "EXECUTOR_OPTIONS", "ExecutorError", "InfraError", "Placement", "RunSpec", "executor_options",
-           "finish", "make_executor", "start", "wait_for"]
+__all__ = ["EXECUTORS", "ExecutorError", "ExecutorSettings", "InfraError", "Placement", "RunSpec", "finish",
+           "make_executor", "start", "wait_for"]

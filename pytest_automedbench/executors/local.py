@@ -37,7 +37,7 @@ def run_in_process(task, tier: str, repeat: int, settings, on_phase: Callable[[s
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, settings, options: dict[str, Any] | None = None):
+    def __init__(self, settings):
         self.settings = settings
 
     def refusals(self, specs: list[RunSpec]) -> dict[str, str]:

@@ -98,20 +98,20 @@ def node_refusal(spec: RunSpec, node: NodeFacts, isolation: str) -> str | None:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, settings, options: dict[str, Any]):
+    def __init__(self, settings):
         self.ray = ray = import_ray()
         self.settings = settings
-        self.options = options
+        self.options = options = settings.executor  # ExecutorSettings
         self.namespace = namespace_for(settings.runs_dir)
-        self.shared = options["ray_results"] == "shared"
-        self.archive_cap = int(options["archive_mb"] * (1 << 20))
-        self.infra_retries = options["infra_retries"]
-        self.grace_s = options["cancel_grace"]
+        self.shared = options.ray_results == "shared"
+        self.archive_cap = int(options.archive_mb * (1 << 20))
+        self.infra_retries = options.infra_retries
+        self.grace_s = options.cancel_grace
         self.session = session_id()
         self.token = secrets.token_hex(3)  # slot names stay unique when one process makes several controllers
         from .. import __file__ as package_init
 
-        address = options["ray_address"] or os.environ.get("RAY_ADDRESS") or "auto"
+        address = options.ray_address or os.environ.get("RAY_ADDRESS") or "auto"
         try:
             ray.init(address=address, namespace=self.namespace, log_to_driver=False, logging_level="warning",
                      runtime_env={"py_modules": [str(Path(package_init).parent)]})

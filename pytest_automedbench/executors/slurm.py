@@ -62,9 +62,10 @@ def import_submitit():
 class SlurmExecutor:
     name = "slurm"
 
-    def __init__(self, settings, options: dict[str, Any]):
+    def __init__(self, settings):
         self.submitit = import_submitit()
-        folder = options["slurm_folder"]
+        options = settings.executor  # ExecutorSettings
+        folder = options.slurm_folder
         if not folder:
             raise ExecutorError("--amb-executor=slurm needs --amb-slurm-folder: a folder the compute nodes share")
         self.folder = Path(folder).expanduser().resolve()
@@ -75,8 +76,8 @@ class SlurmExecutor:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         _check_private(self.folder, folder)
         self.settings, self.options = settings, options
-        self.infra_retries = options["infra_retries"]
-        self.lost_after = options["slurm_lost_after"]
+        self.infra_retries = options.infra_retries
+        self.lost_after = options.slurm_lost_after
         self.session = session_id()
         self.jobs: dict[str, Any] = {}
         self.specs: dict[str, RunSpec] = {}
@@ -91,10 +92,10 @@ class SlurmExecutor:
     def _executor(self, spec: RunSpec):
         p, o = spec.placement, self.options
         ex = self.submitit.AutoExecutor(folder=str(self.folder / "%j"), cluster="slurm")
-        gres = o["slurm_gres"] or (f"gpu:{p.gpu_kind + ':' if p.gpu_kind else ''}{p.gpus}" if p.gpus else None)
-        params: dict[str, Any] = {"timeout_min": o["slurm_time"], "name": spec.run_id,
+        gres = o.slurm_gres or (f"gpu:{p.gpu_kind + ':' if p.gpu_kind else ''}{p.gpus}" if p.gpus else None)
+        params: dict[str, Any] = {"timeout_min": o.slurm_time, "name": spec.run_id,
                                   "cpus_per_task": max(1, int(round(p.cpus))), "slurm_signal_delay_s": 120}
-        for key, value in (("slurm_partition", o["slurm_partition"]), ("slurm_account", o["slurm_account"]),
+        for key, value in (("slurm_partition", o.slurm_partition), ("slurm_account", o.slurm_account),
                            ("slurm_gres", gres), ("slurm_mem", f"{int(p.memory_gb * 1024)}M" if p.memory_gb else None)):
             if value:
                 params[key] = value

@@ -27,22 +27,17 @@ class IsolationRefused(Exception):
     """An untrusted agent would run without isolation (a usage error)."""
 
 
-def add_option(group, parser) -> None:
-    group.addoption(OPTION, action="store_true", dest="amb_unsafe_no_isolation", default=None,
-                    help="UNSAFE: run an untrusted agent's code without any isolation where no sandbox works here "
-                         f"(results are marked not comparable) [ini: amb_unsafe_no_isolation, env: {ENV}=1]")
-    parser.addini("amb_unsafe_no_isolation", "UNSAFE: run untrusted agents without isolation", type="bool",
-                  default=False)
+def unsafe_opt_in(asked: bool = False) -> bool:
+    """Whether the user asked to run untrusted agents without isolation: the option (`asked`, the
+    settings' unsafe_no_isolation, an option of the one table in session/options.py) or ENV."""
+    return asked or os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def unsafe_opt_in(config=None) -> bool:
-    """Whether the user asked to run untrusted agents without isolation."""
-    if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes"):
-        return True
-    if config is None:
-        return False
-    value = config.getoption("amb_unsafe_no_isolation")
-    return bool(value if value is not None else config.getini("amb_unsafe_no_isolation"))
+def bwrap_path() -> str | None:
+    """The bubblewrap binary, unless AMB_NO_BWRAP=1 asks for the unisolated fallback."""
+    if os.environ.get("AMB_NO_BWRAP") == "1":
+        return None
+    return shutil.which("bwrap")
 
 
 def trusted(model: str) -> bool:
@@ -103,8 +98,6 @@ def _probe(bwrap: str | None, euid: int) -> str | None:
 
 def local_unavailable() -> str | None:
     """Why the local backend cannot isolate cells on this machine, or None (probed once per process)."""
-    from .local import bwrap_path
-
     return _probe(bwrap_path(), os.geteuid())
 
 
@@ -123,7 +116,7 @@ def check_session(settings, config) -> None:
     """pytest_configure's check (the controller's; workers inherit its verdict): raises IsolationRefused."""
     if hasattr(config, "workerinput"):
         return
-    message = refusal(settings.sandbox, settings.model, unsafe_opt_in(config))
+    message = refusal(settings.sandbox, settings.model, unsafe_opt_in(settings.unsafe_no_isolation))
     if message:
         raise IsolationRefused(message)
 

@@ -33,6 +33,7 @@ from .celluser import CellUser, cell_user, device_groups, own_workspace, sanitis
 from .cgroups import Cgroups
 from .gpus import cuda_visible_devices, device_nodes
 from .guard import GUARD_INSIDE
+from .isolation import bwrap_path, local_unavailable  # noqa: F401 (bwrap_path: re-exported, doctor.py)
 from .pythonenv import SYSTEM_DIRS, AgentPython, agent_python
 from .spawner import Launcher, LauncherGone
 from .tracer import BOOTSTRAP, TraceChannel, cell_file
@@ -45,13 +46,6 @@ _PRLIMIT = shutil.which("prlimit")
 _SETPRIV = shutil.which("setpriv")
 # Capabilities bubblewrap keeps (as root) for setpriv alone, which drops them with root before the cell starts.
 _DROP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
-
-
-def bwrap_path() -> str | None:
-    """The bubblewrap binary, unless AMB_NO_BWRAP=1 asks for the unisolated fallback."""
-    if os.environ.get("AMB_NO_BWRAP") == "1":
-        return None
-    return shutil.which("bwrap")
 
 
 def memory_limit_mode(memory_mb: int | None, cgroups: Cgroups, gpus: list[str]) -> str:
@@ -74,8 +68,6 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, config):
         super().__init__(config)
-        from .isolation import local_unavailable
-
         # bubblewrap where it can isolate here (probed once); else the plain subprocess, which only an
         # explicit opt-in lets an untrusted agent use (isolation.py)
         self.bwrap = bwrap_path() if local_unavailable() is None else None

@@ -1,56 +1,176 @@
-"""The `--amb-*` command-line options and their ini twins, read once into the typed settings.
+"""The `--amb-*` command-line options and their ini twins: one table, read once into the typed settings.
 
-settings.py holds the types; this module turns a pytest config into them (the sandbox's own
-options are listed in sandbox/options.py). A bad value raises SettingsError naming the option.
+settings.py holds the types; this module is the only place an option is declared (`OPTIONS`) and
+the only place a pytest config is turned into `RunSettings` (`settings_from`). Each option belongs
+to one part of the settings: the session's own fields, `sandbox_options`, `executor` or `bridge`.
+A bad value raises SettingsError naming the option; checks that need more than one value, or the
+machine, are session/validate.py's.
+
+Adding an option: a row in OPTIONS (its part, default as an ini file holds it, type, help), a field
+in the part's dataclass in settings.py, and one line in the part's reader below.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
-from ..executors import EXECUTOR_OPTIONS
-from ..sandbox.options import SANDBOX_OPTIONS, sandbox_options
-from .settings import TIER_CHOICES, Factories, RunSettings, SettingsError
+from ..agents.registry import AGENT_FORMS
+from .settings import EXECUTORS, TIER_CHOICES, BridgeSettings, ExecutorSettings, Factories, RunSettings, \
+    SandboxOptions, SettingsError
 
-# (name, ini, default, type, help): `--amb-<name>` with ini twin `<ini>`.
-OPTIONS = [
-    ("model", "amb_model", "reference", str,
-     "agent under test: reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD"),
-    ("tier", "amb_tier", "lite", str, "tier to run: lite, standard, pro or all"),
-    ("repeats", "amb_repeats", "1", int, "runs per task x tier"),
-    ("runs-dir", "amb_runs_dir", "reports/runs", str, "where each run's folder goes"),
-    ("report-dir", "amb_report_dir", "reports", str, "where amb-results.json and reports go"),
-    ("data-dir", "amb_data_dir", None, str, "prepared task data (default $AMB_DATA_DIR or ~/.cache/pytest-automedbench/data)"),
-    ("sandbox", "amb_sandbox", "local", str, "sandbox backend for the agent's code"),
-    ("fail-under", "amb_fail_under", "0", float, "a run whose overall is below this fails"),
-    ("max-turns", "amb_max_turns", None, int, "cap on agent turns (overrides the task's)"),
-    ("time-limit", "amb_time_limit", None, float, "wall-clock seconds per run (overrides the task's)"),
-    ("max-tokens", "amb_max_tokens", None, int, "cap on total tokens per run"),
-    ("max-cost", "amb_max_cost", None, float, "cap on USD per run"),
-    ("judge", "amb_judge", "heuristic", str, "stage judge: heuristic, claude[:ID], gpt or openai:ID"),
-    ("replay-cells", "amb_replay_cells", "2", int,
-     "check cells per run replayed on broken copies of the outputs to see that they can fail (0: none)"),
-    ("save", "amb_save", None, str, "save this session's aggregate as baseline NAME (<report-dir>/baselines/NAME.json)"),
-    ("compare", "amb_compare", None, str, "compare with baseline NAME or a baseline file PATH"),
-    ("compare-fail", "amb_compare_fail", None, str,
-     "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
-    ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
-    ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
-    ("progress", "amb_progress", "auto", str,
-     "progress of running tests: auto (live on a terminal, lines in a log, off with -q), live, lines or off"),
-    ("progress-interval", "amb_progress_interval", "60", float, "seconds between progress lines in a log"),
-    ("agent-models", "amb_agent_models", None, str,
-     "bridged agents: models by role, e.g. chat=claude-sonnet-4-6,small=claude-haiku-4-5,"
-     "embedding=openai:text-embedding-3-small (roles chat, feedback, small, embedding; default: the --amb-model's)"),
-    ("agents-dir", "amb_agents_dir", None, str,
-     "where `automedbench agents install` put the bridged agents (default $AMB_AGENTS_DIR or /var/tmp/automedbench-agents)"),
-]
+ISOLATION_ENV = "AMB_UNSAFE_NO_ISOLATION"  # the env twin of --amb-unsafe-no-isolation (sandbox/isolation.py)
 
 
-ALL_OPTIONS = [*OPTIONS, *SANDBOX_OPTIONS, *EXECUTOR_OPTIONS]
+@dataclass(frozen=True)
+class Option:
+    """`--amb-<name>` with ini twin `amb_<name>` (dashes as underscores).
+
+    A value option's `default` is the ini default as text (None: unset) and `type` converts it; a
+    switch (`type` bool) is a store_true flag whose ini twin is a bool, with its own `ini_help`."""
+
+    name: str
+    default: str | None
+    type: type
+    help: str
+    part: str = "session"  # which part of RunSettings it sets: session, sandbox, executor or bridge
+    ini_help: str | None = None  # the ini twin's help where it is not `help` (switches)
+    env: str | None = None  # an environment variable that also sets it (named in the help)
+
+    @property
+    def ini(self) -> str:
+        return "amb_" + self.name.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return "--amb-" + self.name
+
+    @property
+    def switch(self) -> bool:
+        return self.type is bool
+
+    def add_to(self, group, parser) -> None:
+        """Register the option and its ini twin with pytest."""
+        also = f", env: {self.env}=1" if self.env else ""
+        if self.switch:
+            group.addoption(self.flag, action="store_true", dest=self.ini, default=None,
+                            help=f"{self.help} [ini: {self.ini}{also}]")
+            parser.addini(self.ini, self.ini_help or self.help, type="bool", default=False)
+        else:
+            group.addoption(self.flag, dest=self.ini, default=None, help=f"{self.help} [ini: {self.ini}{also}]")
+            parser.addini(self.ini, self.ini_help or self.help, default=self.default)
 
 
-def read_option(config, ini: str, type_: type):
-    """An option's value: the command line first, then the ini file; None when unset."""
+# The one table, in --help's order. Parts: session (RunSettings' own fields), sandbox (SandboxOptions),
+# executor (ExecutorSettings, docs/scale-out.md), bridge (BridgeSettings, the bridged agents).
+OPTIONS = (
+    Option("model", "reference", str, f"agent under test: {AGENT_FORMS}"),
+    Option("tier", "lite", str, "tier to run: lite, standard, pro or all"),
+    Option("repeats", "1", int, "runs per task x tier"),
+    Option("runs-dir", "reports/runs", str, "where each run's folder goes"),
+    Option("report-dir", "reports", str, "where amb-results.json and reports go"),
+    Option("data-dir", None, str, "prepared task data (default $AMB_DATA_DIR or ~/.cache/pytest-automedbench/data)"),
+    Option("sandbox", "local", str, "sandbox backend for the agent's code"),
+    Option("fail-under", "0", float, "a run whose overall is below this fails"),
+    Option("max-turns", None, int, "cap on agent turns (overrides the task's)"),
+    Option("time-limit", None, float, "wall-clock seconds per run (overrides the task's)"),
+    Option("max-tokens", None, int, "cap on total tokens per run"),
+    Option("max-cost", None, float, "cap on USD per run"),
+    Option("judge", "heuristic", str, "stage judge: heuristic, claude[:ID], gpt or openai:ID"),
+    Option("replay-cells", "2", int,
+           "check cells per run replayed on broken copies of the outputs to see that they can fail (0: none)"),
+    Option("save", None, str, "save this session's aggregate as baseline NAME (<report-dir>/baselines/NAME.json)"),
+    Option("compare", None, str, "compare with baseline NAME or a baseline file PATH"),
+    Option("compare-fail", None, str,
+           "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
+    Option("prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
+    Option("retry-delay", "1.0", float, "base seconds of the LLM API retry backoff"),
+    Option("progress", "auto", str,
+           "progress of running tests: auto (live on a terminal, lines in a log, off with -q), live, lines or off"),
+    Option("progress-interval", "60", float, "seconds between progress lines in a log"),
+    Option("agent-models", None, str,
+           "bridged agents: models by role, e.g. chat=claude-sonnet-4-6,small=claude-haiku-4-5,"
+           "embedding=openai:text-embedding-3-small (roles chat, feedback, small, embedding; default: the --amb-model's)",
+           part="bridge"),
+    Option("agents-dir", None, str,
+           "where `automedbench agents install` put the bridged agents (default $AMB_AGENTS_DIR or "
+           "/var/tmp/automedbench-agents)", part="bridge"),
+    # the sandbox (SandboxOptions; sandbox/)
+    Option("gpus", None, str,
+           "GPU ids (nvidia-smi -L indices or UUIDs) shared out to the xdist workers, e.g. 0,1,2,3; workers may share "
+           "one: --amb-gpus=0 -n 4 (default: CPU only)", part="sandbox"),
+    Option("python", None, str,
+           "interpreter for the agent's python cells: a file, a venv's folder or a command (default: the harness's; "
+           "docker: inside the image unless --amb-docker-host-python)", part="sandbox"),
+    Option("docker-image", "python:3.11-slim", str, "image of the docker sandbox's agent container", part="sandbox"),
+    Option("docker-host-python", "false", str,
+           "mount the agent's Python (the harness's, or --amb-python's) read-only into the container and run cells "
+           "with it", part="sandbox"),
+    Option("disk-cap", "4096", int, "workspace disk cap in MB; going over ends the run (disk_limit)", part="sandbox"),
+    Option("workspace-fs", "dir", str,
+           "dir (a folder, its size watched), or loop: as root, each workspace a loop-mounted filesystem of the disk "
+           "cap's size, so no write gets past the cap (needs loop devices and mkfs.ext4)", part="sandbox"),
+    Option("memory", "8192", int,
+           "resident memory cap per sandbox in MB (a memory cgroup; an address-space limit only on CPU runs where no "
+           "cgroup can be made)", part="sandbox"),
+    Option("max-processes", "256", int, "process limit per sandbox", part="sandbox"),
+    # where runs execute (ExecutorSettings; executors/, docs/scale-out.md)
+    Option("executor", "local", str, "where runs execute: local (this machine), ray or slurm (docs/scale-out.md)",
+           part="executor"),
+    Option("ray-address", None, str, "the Ray cluster's address (default $RAY_ADDRESS, else auto)", part="executor"),
+    Option("ray-results", "shared", str,
+           "shared (nodes write into the shared runs dir) or archive (nodes return the run folder as a capped tar.gz)",
+           part="executor"),
+    Option("archive-mb", "2048", float, "cap on a run folder returned as an archive (the rest stays on the node)",
+           part="executor"),
+    Option("infra-retries", "1", int, "resubmissions of a run whose node was lost (an infrastructure error)",
+           part="executor"),
+    Option("cancel-grace", "30", float, "seconds an interrupted remote run gets to save itself before it is killed",
+           part="executor"),
+    Option("run-gpus", None, int, "GPUs per run on a cluster (overrides the task's resources.gpus)", part="executor"),
+    Option("run-gpu-kind", None, str, "GPU kind per run, e.g. h100 (overrides resources.gpu_kind)", part="executor"),
+    Option("run-memory-gb", None, float, "memory per run in GB (overrides resources.memory_gb)", part="executor"),
+    Option("run-cpus", None, float, "CPUs per run (overrides resources.cpus)", part="executor"),
+    Option("slurm-folder", None, str, "submitit's job folder: shared by controller and nodes, never /tmp",
+           part="executor"),
+    Option("slurm-partition", None, str, "Slurm partition", part="executor"),
+    Option("slurm-account", None, str, "Slurm account", part="executor"),
+    Option("slurm-gres", None, str, "Slurm gres (default gpu[:KIND]:N from the run's resources)", part="executor"),
+    Option("slurm-time", "1440", int, "Slurm time limit per job, minutes", part="executor"),
+    Option("slurm-lost-after", "300", float,
+           "seconds a job may be unknown to Slurm (scontrol and sacct), without a result, before it counts as lost",
+           part="executor"),
+    # switches
+    Option("resume", None, bool, "reuse finished runs whose configuration is unchanged; rerun the rest",
+           ini_help="reuse finished runs whose configuration is unchanged"),
+    Option("unsafe-no-isolation", None, bool,
+           "UNSAFE: run an untrusted agent's code without any isolation where no sandbox works here "
+           "(results are marked not comparable)", part="sandbox",
+           ini_help="UNSAFE: run untrusted agents without isolation", env=ISOLATION_ENV),
+    Option("with-solution", None, bool,
+           "give the agent the task's solution report (ReX-MLE's 'w/ sol.'; a task without one is n/a)",
+           ini_help="give the agent the task's solution report"),
+    Option("replay-pilot", None, bool,
+           "also replay each run's pilot on broken cases (evidence for S3's pilot check; it never changes a score "
+           "and is most of the replays' time)", ini_help="replay each run's pilot on broken cases (evidence only)"),
+)
+
+BY_INI = {o.ini: o for o in OPTIONS}
+
+
+def add_options(group, parser) -> None:
+    """Every option and its ini twin (plugin.py's pytest_addoption)."""
+    for opt in OPTIONS:
+        opt.add_to(group, parser)
+
+
+def read_option(config, ini: str, type_: type | None = None):
+    """An option's value: the command line first, then the ini file; None when unset (a switch: a bool)."""
+    opt = BY_INI[ini]
+    if opt.switch:
+        value = config.getoption(ini)
+        return bool(value if value is not None else config.getini(ini))
+    type_ = type_ or opt.type
     value = config.getoption(ini)
     if value is None:
         value = config.getini(ini)
@@ -60,6 +180,11 @@ def read_option(config, ini: str, type_: type):
         return type_(value)
     except ValueError:
         raise SettingsError(f"--{ini.replace('_', '-')}: expected {type_.__name__}, got {value!r}") from None
+
+
+def reader(config) -> Callable[[str], Any]:
+    """`option(ini)`: one option's typed value from `config` (what the part readers below take)."""
+    return lambda ini: read_option(config, ini)
 
 
 def _under(root: Path, value: str) -> Path:
@@ -78,10 +203,10 @@ def check_prices_file(path: str) -> None:
         raise SettingsError(f"--amb-prices={path}: no such file{did_you_mean(file.name, siblings)}")
 
 
-
 def check_bridged(model: str, agent_models: str | None) -> None:
     """A bridged agent's roles must each have a provider in the harness's environment."""
-    from ..agents import BRIDGED_KINDS, AgentError
+    from ..agents import AgentError
+    from ..agents.registry import BRIDGED_KINDS
 
     if model.partition(":")[0] not in BRIDGED_KINDS:
         if agent_models:
@@ -95,22 +220,77 @@ def check_bridged(model: str, agent_models: str | None) -> None:
         raise SettingsError(str(e)) from None
 
 
+def bridge_settings(option: Callable[[str], Any]) -> BridgeSettings:
+    """The bridged agents' part of the settings (`option(ini)` reads one option)."""
+    return BridgeSettings(agent_models=option("amb_agent_models"), agents_dir=option("amb_agents_dir"))
+
+
+def sandbox_settings(option: Callable[[str], Any]) -> SandboxOptions:
+    """The sandbox's part of the settings (`option(ini)` reads one option)."""
+    from ..sandbox.base import SandboxError
+    from ..sandbox.gpus import parse_gpus, worker_gpus
+    from ..sandbox.pythonenv import resolve_interpreter
+
+    host_python = str(option("amb_docker_host_python") or "").lower()
+    if host_python not in ("", "0", "1", "true", "false", "yes", "no"):
+        raise SettingsError(f"--amb-docker-host-python: expected true or false, got {host_python!r}")
+    gpus = parse_gpus(option("amb_gpus"))
+    backend = option("amb_sandbox") or "local"
+    python = option("amb_python")
+    if python and not (backend == "docker" and host_python not in ("1", "true", "yes")):
+        try:  # a host interpreter: it must exist (docker without host Python: the image's, unchecked)
+            python = resolve_interpreter(python)
+        except SandboxError as e:
+            raise SettingsError(str(e)) from None
+    workspace_fs = (option("amb_workspace_fs") or "dir").lower()
+    if workspace_fs not in ("dir", "loop"):
+        raise SettingsError(f"--amb-workspace-fs: expected dir or loop, got {workspace_fs!r}")
+    if workspace_fs == "loop":
+        from ..store.loopfs import unavailable
+
+        why = unavailable() or (None if option("amb_disk_cap") else "it needs a disk cap (--amb-disk-cap)")
+        if why:
+            raise SettingsError(f"--amb-workspace-fs=loop: {why}")
+    return SandboxOptions(
+        workspace_fs=workspace_fs,
+        gpus=worker_gpus(gpus),
+        python=python,
+        docker_image=option("amb_docker_image"),
+        docker_host_python=host_python in ("1", "true", "yes"),
+        disk_mb=option("amb_disk_cap"),
+        memory_mb=option("amb_memory"),
+        max_processes=option("amb_max_processes"),
+    )
+
+
+def executor_settings(option: Callable[[str], Any]) -> ExecutorSettings:
+    """Where runs execute (`option(ini)` reads one option; raises SettingsError naming the option)."""
+    out = {o.ini.removeprefix("amb_"): option(o.ini) for o in OPTIONS if o.part == "executor"}
+    if out["executor"] not in EXECUTORS:
+        raise SettingsError(f"--amb-executor: expected {', '.join(EXECUTORS)}, got {out['executor']!r}")
+    if out["ray_results"] not in ("shared", "archive"):
+        raise SettingsError(f"--amb-ray-results: expected shared or archive, got {out['ray_results']!r}")
+    if out["infra_retries"] < 0:
+        raise SettingsError("--amb-infra-retries: must be 0 or more")
+    for key in ("run_gpus", "run_cpus", "run_memory_gb"):
+        if out[key] is not None and out[key] < 0:
+            raise SettingsError(f"--amb-{key.replace('_', '-')}: must not be negative")
+    return ExecutorSettings(name=out.pop("executor"), **out)
+
+
 def settings_from(config) -> RunSettings:
     """The typed settings of a pytest session (raises SettingsError naming the option)."""
     from ..llm.pricing import PriceFileError, load_prices
     from ..data import default_data_dir
-
-    def option(ini: str, type_: type = str):
-        return read_option(config, ini, type_)
-
     from ..run.progress import MODES
     from ..tasks.suites import did_you_mean
 
+    option = reader(config)
     tier = option("amb_tier")
     if tier not in TIER_CHOICES:
         raise SettingsError(f"--amb-tier: expected lite, standard, pro or all, got {tier!r}"
                             f"{did_you_mean(tier, TIER_CHOICES)}")
-    repeats = option("amb_repeats", int)
+    repeats = option("amb_repeats")
     if repeats < 1:
         raise SettingsError("--amb-repeats: must be at least 1")
     progress = option("amb_progress")
@@ -127,37 +307,40 @@ def settings_from(config) -> RunSettings:
         prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
     except PriceFileError as e:
         raise SettingsError(f"--amb-prices: {e}") from None
-    bridge = {"agent_models": option("amb_agent_models"), "agents_dir": option("amb_agents_dir")}
-    check_bridged(option("amb_model"), bridge["agent_models"])
+    bridge = bridge_settings(option)
+    check_bridged(option("amb_model"), bridge.agent_models)
     return RunSettings(
         bridge=bridge,
         model=option("amb_model"),
         runs_dir=_under(base, option("amb_runs_dir")),
         sandbox=option("amb_sandbox"),
-        max_turns=option("amb_max_turns", int),
-        time_limit_s=option("amb_time_limit", float),
-        max_tokens=option("amb_max_tokens", int),
-        max_cost_usd=option("amb_max_cost", float),
-        fail_under=option("amb_fail_under", float),
+        max_turns=option("amb_max_turns"),
+        time_limit_s=option("amb_time_limit"),
+        max_tokens=option("amb_max_tokens"),
+        max_cost_usd=option("amb_max_cost"),
+        fail_under=option("amb_fail_under"),
         tier=tier,
         repeats=repeats,
         report_dir=_under(base, option("amb_report_dir")),
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
         judge=option("amb_judge"),
-        replay_cells=option("amb_replay_cells", int),
-        replay_pilot=bool(config.getoption("amb_replay_pilot") or config.getini("amb_replay_pilot")),
-        resume=bool(config.getoption("amb_resume") or config.getini("amb_resume")),
-        with_solution=bool(config.getoption("amb_with_solution") or config.getini("amb_with_solution")),
+        replay_cells=option("amb_replay_cells"),
+        replay_pilot=option("amb_replay_pilot"),
+        resume=option("amb_resume"),
+        with_solution=option("amb_with_solution"),
+        unsafe_no_isolation=option("amb_unsafe_no_isolation"),
         save=option("amb_save"),
         compare=option("amb_compare"),
         compare_fail=option("amb_compare_fail"),
         prices=prices,
-        retry_delay=option("amb_retry_delay", float),
-        sandbox_options=sandbox_options(option),
+        retry_delay=option("amb_retry_delay"),
+        sandbox_options=sandbox_settings(option),
         factories=Factories.from_hooks(config),
         progress=progress,
-        progress_interval_s=option("amb_progress_interval", float),
+        progress_interval_s=option("amb_progress_interval"),
+        executor=executor_settings(option),
     )
 
 
-__all__ = ["ALL_OPTIONS", "OPTIONS", "read_option", "settings_from"]
+__all__ = ["OPTIONS", "Option", "add_options", "bridge_settings", "executor_settings", "read_option",
+           "reader", "sandbox_settings", "settings_from"]

@@ -1,7 +1,12 @@
 """The session's settings: every `--amb-*` option (and its ini twin), typed, in one object.
 
     settings = options.settings_from(config)       # plugin.py, in pytest_configure
-    settings.tier, settings.sandbox_options.memory_mb, settings.factories.sandbox(name, cfg), ...
+    settings.tier, settings.sandbox_options.memory_mb, settings.executor.name, settings.bridge.agent_models,
+    settings.factories.sandbox(name, cfg), ...
+
+session/options.py holds the one table of options and reads them into these types; the parts
+(`SandboxOptions`, `ExecutorSettings`, `BridgeSettings`) are typed here beside `RunSettings`, so
+executors, the runner and the agents read what they need from the settings they are handed.
 
 `Factories` is the one way plugins' agents, sandboxes and metric modules reach the runner: the
 plugin builds it from its hooks (`pytest_amb_make_agent`, `pytest_amb_make_sandbox`,
@@ -23,6 +28,7 @@ if TYPE_CHECKING:  # the settings module stays cheap to import (every xdist work
     from ..tasks import LoadedTask
 
 TIER_CHOICES = ("lite", "standard", "pro", "all")
+EXECUTORS = ("local", "ray", "slurm")  # --amb-executor (executors/)
 
 class SettingsError(ValueError):
     """An option's value is unusable; the message names the option (the plugin makes it a usage error)."""
@@ -30,7 +36,7 @@ class SettingsError(ValueError):
 
 @dataclass
 class SandboxOptions:
-    """The sandbox's limits and backend settings (sandbox/options.py reads them from the command line)."""
+    """The sandbox's limits and backend settings (session/options.py reads them from the command line)."""
 
     gpus: list[str] = field(default_factory=list)  # this process's share of --amb-gpus
     docker_image: str = "python:3.11-slim"
@@ -49,6 +55,40 @@ class SandboxOptions:
                                                  ("python", self.python)) if v is not None}
         kw["extra"] = {"docker_image": self.docker_image, "docker_host_python": self.docker_host_python}
         return kw
+
+
+@dataclass
+class ExecutorSettings:
+    """Where runs execute and what a cluster run asks for (`--amb-executor` and its options; docs/scale-out.md)."""
+
+    name: str = "local"  # --amb-executor: one of EXECUTORS
+    ray_address: str | None = None  # None: $RAY_ADDRESS, else auto
+    ray_results: str = "shared"  # shared or archive
+    archive_mb: float = 2048.0
+    infra_retries: int = 1
+    cancel_grace: float = 30.0
+    run_gpus: int | None = None  # the run's resources: None keeps the task's own
+    run_gpu_kind: str | None = None
+    run_memory_gb: float | None = None
+    run_cpus: float | None = None
+    slurm_folder: str | None = None
+    slurm_partition: str | None = None
+    slurm_account: str | None = None
+    slurm_gres: str | None = None  # None: gpu[:KIND]:N from the run's resources
+    slurm_time: int = 1440  # minutes
+    slurm_lost_after: float = 300.0
+
+
+@dataclass
+class BridgeSettings:
+    """The bridged agents' settings (agents/bridged/, through the LLM gateway)."""
+
+    agent_models: str | None = None  # --amb-agent-models: models by role (gateway.parse_agent_models)
+    agents_dir: str | None = None  # --amb-agents-dir (None: $AMB_AGENTS_DIR or the default folder)
+
+    def factory_options(self, prices: Mapping[str, "Price"]) -> dict[str, Any]:
+        """What the agent factory takes as `bridge=` (agents.make_agent)."""
+        return {"agent_models": self.agent_models, "agents_dir": self.agents_dir, "prices": prices}
 
 
 def _builtin_agent(spec: str, task: "LoadedTask | None", **options) -> "Agent":
@@ -125,7 +165,9 @@ class RunSettings:
     price_warning: str | None = None  # set at start for an LLM model without a price
     progress: str = "auto"  # auto, live, lines or off (progress.py)
     progress_interval_s: float = 60.0
-    bridge: dict[str, Any] = field(default_factory=dict)  # bridged agents: agent_models, agents_dir (agents/bridged)
+    bridge: BridgeSettings = field(default_factory=BridgeSettings)  # bridged agents (agents/bridged)
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)  # where runs execute (executors/)
+    unsafe_no_isolation: bool = False  # --amb-unsafe-no-isolation (sandbox/isolation.py; its env twin is read there)
 
     @functools.cached_property
     def price_table(self) -> Mapping[str, "Price"]:
@@ -144,7 +186,7 @@ class RunSettings:
         """Constructor options for the built-in LLM agents."""
         from ..llm.accounting import llm_options
 
-        return {**llm_options(self.retry_delay), "bridge": {**self.bridge, "prices": self.price_table}}
+        return {**llm_options(self.retry_delay), "bridge": self.bridge.factory_options(self.price_table)}
 
     def tiers_wanted(self, tiers: tuple[str, ...]) -> tuple[str, ...]:
         return tiers if self.tier == "all" else (self.tier,)
@@ -161,4 +203,5 @@ class RunSettings:
                 "resume": self.resume, "with_solution": self.with_solution}
 
 
-__all__ = ["TIER_CHOICES", "Factories", "RunSettings", "SandboxOptions", "SettingsError"]
+__all__ = ["EXECUTORS", "TIER_CHOICES", "BridgeSettings", "ExecutorSettings", "Factories", "RunSettings", "SandboxOptions",
+           "SettingsError"]

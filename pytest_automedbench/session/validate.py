@@ -15,13 +15,9 @@ import re
 from pathlib import Path
 
 from .settings import RunSettings, SettingsError
+from ..agents.registry import AGENT_FORMS, AGENT_NAMES, kind_of  # the built-in kinds (docs/agents.md)
 from ..tasks.suites import did_you_mean
 
-#: The built-in --amb-model kinds and forms (the contract in docs/agents.md).
-AGENT_NAMES = ("reference", "null", "script", "claude", "gpt", "openai", "command",
-               "claude-code", "aide", "codex", "ml-master", "rdagent")  # from claude-code on: agents.BRIDGED_KINDS
-AGENT_FORMS = ("reference, null, script:PATH, claude[:ID], gpt, openai:ID, command:CMD, claude-code[:ID], "
-               "aide[:ID], codex[:ID], ml-master[:ID], rdagent[:ID]")
 _GPU_ID = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
 
 
@@ -36,14 +32,13 @@ def check(settings: RunSettings, config) -> None:
 
 def check_agent(spec: str, config, option: str = "--amb-model") -> None:
     kind, sep, arg = spec.partition(":")
-    if kind in AGENT_NAMES:
-        if kind == "script":
+    known = kind_of(spec)
+    if known is not None:
+        if kind == "script":  # its argument is a step file: that it loads is checked now
             _check_step_file(arg, option)
-        elif kind in ("openai", "command") and not arg.strip():
-            example = "openai:gpt-4o-mini" if kind == "openai" else "'command:python my_agent.py'"
-            raise SettingsError(f"{option}={spec}: {kind}: needs {'a model id' if kind == 'openai' else 'a command'}, "
-                                f"e.g. {option}={example}")
-        elif kind in ("reference", "null") and sep:
+        elif known.argument == "required" and not arg.strip():
+            raise SettingsError(f"{option}={spec}: {kind}: needs {known.needs}, e.g. {option}={known.example}")
+        elif known.argument == "none" and sep:
             raise SettingsError(f"{option}={spec}: {kind} takes no argument")
         return
     if _plugin_knows_agent(spec, config):
@@ -114,7 +109,7 @@ def check_limits(s: RunSettings) -> None:
 def check_gpus(config) -> None:
     from .options import read_option
 
-    text = read_option(config, "amb_gpus", str)
+    text = read_option(config, "amb_gpus")
     if not text or text.strip().lower() in ("none", "cpu"):
         return
     ids = [g.strip() for g in text.split(",")]
@@ -125,7 +120,7 @@ def check_gpus(config) -> None:
                             "takes them (e.g. 0,1,2,3 or GPU-<uuid>), or none")
     from ..sandbox.options import missing_gpus  # ids this machine does not have (a one-GPU box asked for 0,1)
 
-    missing = missing_gpus(read_option(config, "amb_sandbox", str) or "local", ids)
+    missing = missing_gpus(read_option(config, "amb_sandbox") or "local", ids)
     if missing:
         raise SettingsError(missing)
 

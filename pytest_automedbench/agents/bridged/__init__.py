@@ -21,7 +21,7 @@ def _adapters() -> dict[str, type[Adapter]]:
     return {cls.name: cls for cls in (ClaudeCode, Aide, Codex, MLMaster, RDAgent)}
 
 
-from .. import BRIDGED_KINDS  # noqa: E402 - one list, in the registry
+from ..registry import BRIDGED_KINDS  # noqa: E402 - one list, in the registry
 DEFAULT_AGENTS_DIR = Path("/var/tmp/automedbench-agents")
 
 

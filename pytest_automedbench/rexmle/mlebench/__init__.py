@@ -1,7 +1,8 @@
 """MLE-bench's medical competitions (task_suites/mlebench-medical/, docs/mlebench.md).
 
-    grading.py   MLE-bench's score per competition (its grade.py, rewritten), InvalidSubmission, the
-                 classification and tabular graders and the table of all (`graders()`)
+    grading.py   MLE-bench's score per competition (its grade.py, rewritten), the classification and
+                 tabular graders and the table of all (`graders()`)
+    invalid.py   InvalidSubmission (MLE-bench's verdict on an ungradable submission; grading.py re-exports it)
     detection.py     SIIM-COVID-19's and VinBigData's graders (MLE-bench's own approximations of mAP)
     segmentation.py  Kaggle RLE masks; HuBMAP's Dice, UW-Madison's Dice + 3D Hausdorff
     medals.py    MLE-bench's Kaggle medal thresholds (rank_score)

@@ -18,7 +18,7 @@ import io
 import numpy as np
 import pandas as pd
 
-from .grading import InvalidSubmission
+from .invalid import InvalidSubmission
 
 
 def parse_boxes(prediction: str) -> list[tuple[str, float, float, float, float, float]]:

@@ -14,9 +14,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-
-class InvalidSubmission(ValueError):
-    """The submission is not gradable (MLE-bench's InvalidSubmissionError); the message says why."""
+from .invalid import InvalidSubmission
 
 
 def auroc_inputs(submission: pd.DataFrame, answers: pd.DataFrame, id_col: str, target_col: str):

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .grading import InvalidSubmission
+from .invalid import InvalidSubmission
 
 
 def rle_runs(encoding: str, height: int, width: int) -> list[tuple[int, int]]:
