@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 
 from pytest_automedbench.agents import AgentError, make_agent
-from pytest_automedbench.agents.registry import AGENT_FORMS, AGENT_KINDS, AGENT_NAMES, BRIDGED_KINDS, kind_of
+from pytest_automedbench.agents.registry import AGENT_FORMS, AGENT_KINDS, AGENT_NAMES, BRIDGED_KINDS, LLM_KINDS, \
+    kind_of
 from pytest_automedbench.session.options import BY_INI, OPTIONS, bridge_settings, executor_settings, reader, \
     sandbox_settings
 from pytest_automedbench.session.settings import BridgeSettings, ExecutorSettings, SandboxOptions, SettingsError
@@ -68,8 +69,9 @@ def test_a_bad_value_names_its_option():
 def test_one_registry_for_help_checks_and_factory():
     assert AGENT_NAMES == tuple(k.name for k in AGENT_KINDS) and len(set(AGENT_NAMES)) == len(AGENT_NAMES)
     assert BRIDGED_KINDS == ("claude-code", "aide", "codex", "ml-master", "rdagent")
+    assert LLM_KINDS == ("claude", "gpt", "openai")
     assert all(k.needs and k.example for k in AGENT_KINDS if k.argument == "required")
-    assert kind_of("claude:claude-sonnet-4-6").family == "vendor" and kind_of("mine:fast") is None
+    assert kind_of("claude:claude-sonnet-4-6").family == "llm" and kind_of("mine:fast") is None
     assert BY_INI["amb_model"].help == f"agent under test: {AGENT_FORMS}"
     for kind in AGENT_KINDS:
         assert kind.form in AGENT_FORMS

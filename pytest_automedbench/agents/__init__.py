@@ -39,7 +39,7 @@ def make_agent(spec: str, task=None, *, plugin_hook: Callable[..., Any] | None =
         return ScriptAgent(task.resolve(task.spec.reference_solution), name="reference")
     if kind is not None and kind.name == "script" and arg:
         return ScriptAgent(Path(arg).expanduser())
-    if family == "vendor":
+    if family in ("llm", "command"):
         from .backends import make_vendor_agent
 
         return make_vendor_agent(kind.name, arg, **options)

@@ -16,7 +16,7 @@ class AgentKind:
 
     name: str  # what comes before the first ':'
     form: str  # how it is written, for help and error messages: script:PATH, claude[:ID]
-    family: str  # who builds it: scripted (agents/scripted.py), vendor (agents/backends.py), bridged (agents/bridged/)
+    family: str  # who builds it: scripted (agents/scripted.py); llm or command (agents/backends.py); bridged (agents/bridged/)
     argument: str  # none (an argument is an error), optional, or required
     needs: str = ""  # for a required argument: what it is, e.g. "a model id" (the message when it is missing)
     example: str = ""  # for a required argument: a whole spec that works, for the message
@@ -26,10 +26,10 @@ AGENT_KINDS = (
     AgentKind("reference", "reference", "scripted", "none"),
     AgentKind("null", "null", "scripted", "none"),
     AgentKind("script", "script:PATH", "scripted", "required", "a step file", "script:steps.yaml"),
-    AgentKind("claude", "claude[:ID]", "vendor", "optional"),
-    AgentKind("gpt", "gpt", "vendor", "optional"),
-    AgentKind("openai", "openai:ID", "vendor", "required", "a model id", "openai:gpt-4o-mini"),
-    AgentKind("command", "command:CMD", "vendor", "required", "a command", "'command:python my_agent.py'"),
+    AgentKind("claude", "claude[:ID]", "llm", "optional"),
+    AgentKind("gpt", "gpt", "llm", "optional"),
+    AgentKind("openai", "openai:ID", "llm", "required", "a model id", "openai:gpt-4o-mini"),
+    AgentKind("command", "command:CMD", "command", "required", "a command", "'command:python my_agent.py'"),
     AgentKind("claude-code", "claude-code[:ID]", "bridged", "optional"),
     AgentKind("aide", "aide[:ID]", "bridged", "optional"),
     AgentKind("codex", "codex[:ID]", "bridged", "optional"),
@@ -42,6 +42,8 @@ KINDS = {k.name: k for k in AGENT_KINDS}
 AGENT_NAMES = tuple(KINDS)
 #: How the built-in kinds are written: "reference, null, script:PATH, claude[:ID], ..."
 AGENT_FORMS = ", ".join(k.form for k in AGENT_KINDS)
+#: The harness's own LLM clients (llm/): their models are priced and metered by the harness.
+LLM_KINDS = tuple(k.name for k in AGENT_KINDS if k.family == "llm")
 #: Third-party agent programs run through the LLM gateway (agents/bridged/).
 BRIDGED_KINDS = tuple(k.name for k in AGENT_KINDS if k.family == "bridged")
 
@@ -51,4 +53,4 @@ def kind_of(spec: str) -> AgentKind | None:
     return KINDS.get(spec.partition(":")[0])
 
 
-__all__ = ["AGENT_FORMS", "AGENT_KINDS", "AGENT_NAMES", "BRIDGED_KINDS", "AgentKind", "kind_of"]
+__all__ = ["AGENT_FORMS", "AGENT_KINDS", "AGENT_NAMES", "BRIDGED_KINDS", "LLM_KINDS", "AgentKind", "kind_of"]

@@ -9,15 +9,13 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..agents.base import AgentError
+from ..agents.registry import LLM_KINDS  # --amb-model kinds whose model id is known before the run (priced at start)
 from ..record.trace import Usage
 from .pricing import Price, load_prices, price_for
 from .pricing import cost_usd as _cost_usd
 from .retry import RetryPolicy
 
 CostFn = Callable[[str | None, Usage], float | None]
-
-#: --amb-model kinds whose model id is known before the run (checked for a price at start).
-LLM_KINDS = ("claude", "gpt", "openai")
 
 
 def make_cost_fn(prices: Mapping[str, Price]) -> CostFn:

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..agents.registry import AGENT_FORMS
+from ..sandbox.isolation import ENV as ISOLATION_ENV  # the env twin of --amb-unsafe-no-isolation
 from .settings import EXECUTORS, TIER_CHOICES, BridgeSettings, ExecutorSettings, Factories, RunSettings, \
     SandboxOptions, SettingsError
-
-ISOLATION_ENV = "AMB_UNSAFE_NO_ISOLATION"  # the env twin of --amb-unsafe-no-isolation (sandbox/isolation.py)
 
 
 @dataclass(frozen=True)
