@@ -449,6 +449,8 @@ class _Handler(BaseHTTPRequestHandler):
         text = message or explain or "bad request"
         self.gw.refused(None, code, text)
         self.close_connection = True
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.1"  # the answer has a status line whatever the client sent
         try:
             self.connection.settimeout(5.0)
             self._error(OPENAI, code, text)
