@@ -311,3 +311,29 @@ def test_no_other_local_user_can_open_the_socket(gateway):
                           str(gateway.socket_path)], capture_output=True, text=True, timeout=120)
     assert "CONNECTED" not in out.stdout and "LISTED" not in out.stdout, out.stdout + out.stderr
     assert out.stdout.split()[0::2] == ["refused", "unlistable"], out.stdout + out.stderr
+
+
+def test_one_process_cannot_take_the_slots_another_needs(gateway):
+    """A process holding its PEER_CONNECTIONS is refused more; another process (the honest forwarder)
+    still gets through."""
+    import sys
+
+    gateway.peer_connections = 3
+    gateway.idle_timeout_s = 60.0
+    run = open_run(gateway)
+    held = [connect(gateway) for _ in range(3)]
+    deadline = time.monotonic() + 30
+    while gateway.open_connections < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    s = connect(gateway)
+    status, body, _ = answer(s)
+    assert status == 503 and "this process has its 3 connections" in body["error"]["message"]
+    other = ("import http.client, socket, sys\n"
+             "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+             "s.sendall(b'GET /v1/models HTTP/1.1\\r\\nHost: gw\\r\\nAuthorization: Bearer ' + sys.argv[2].encode() + b'\\r\\n\\r\\n')\n"
+             "print(s.recv(100).split()[1].decode())\n")
+    out = subprocess.run([sys.executable, "-c", other, str(gateway.socket_path), run.token],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "200", out.stdout + out.stderr
+    for c in held:
+        c.close()

@@ -24,8 +24,9 @@ is recorded (an ``llm_call`` event with ``counted: false`` when the run is known
   HEADERS_TIMEOUT_S for its request line and headers, BODY_TIMEOUT_S for its body (408); there is
   no timeout on the upstream's answer, on relaying a stream, or on the run-state long-poll, and a
   client that takes no bytes of its answer for SEND_STALL_S is dropped;
-- at most MAX_CONNECTIONS connections at once (503 beyond, answered without reading anything) and
-  RUN_CONNECTIONS of them for any one run (429).
+- at most MAX_CONNECTIONS connections at once and PEER_CONNECTIONS of them from any one process
+  (SO_PEERCRED; 503 beyond, answered without reading anything), and RUN_CONNECTIONS of them for
+  any one run (429): a hostile process cannot take the slots an honest forwarder needs.
 
 Each model call is a `calls.Call` (admit, route, pass through or translate, relay, meter). Every
 byte that comes back from upstream is scrubbed of the provider keys before it reaches the agent:
@@ -41,6 +42,7 @@ import os
 import socket
 import shutil
 import socketserver
+import struct
 import sys
 import tempfile
 import threading
@@ -58,7 +60,8 @@ from .wire import error_body
 FORWARDER = Path(__file__).with_name("forwarder.py")
 MAX_BODY = 32 * 1024 * 1024  # the providers' own request caps (Anthropic's Messages API: 32 MB)
 BODY_BUDGET = 256 * 1024 * 1024  # bodies being read at once, all connections together
-MAX_CONNECTIONS = 128  # open connections, all runs together (one handler thread each)
+MAX_CONNECTIONS = 256  # open connections, all runs together (one handler thread each)
+PEER_CONNECTIONS = 32  # open connections of any one connecting process (the cell's forwarder uses 25)
 RUN_CONNECTIONS = 32  # open connections one run's token may hold (its long-poll included)
 IDLE_TIMEOUT_S = 120.0  # a kept-alive connection's wait for its next request
 HEADERS_TIMEOUT_S = 30.0  # a request line and headers, from their first byte
@@ -81,42 +84,64 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
 
     def __init__(self, *args: Any, **kwargs: Any):
         self.open_connections = 0
+        self._per_peer: dict[int, int] = {}
         self._count_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        gw, peer = self.gateway, _peer_pid(request)
         with self._count_lock:
-            full = self.open_connections >= self.gateway.max_connections
-            if not full:
+            if self.open_connections >= gw.max_connections:
+                why = f"the gateway has its {gw.max_connections} connections open"
+            elif self._per_peer.get(peer, 0) >= gw.peer_connections:
+                why = f"this process has its {gw.peer_connections} connections to the gateway open"
+            else:
+                why = None
                 self.open_connections += 1
-        if full:  # answered from the accepting thread without reading anything, never blocking it
-            self.gateway.refused(None, 503, f"the gateway has its {self.gateway.max_connections} connections open")
-            _refuse_raw(request, 503, f"the gateway has its {self.gateway.max_connections} connections open; "
-                                      "retry later")
+                self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
+        if why is not None:  # answered from the accepting thread without reading anything, never blocking it
+            gw.refused(None, 503, why)
+            _refuse_raw(request, 503, why + "; retry later")
             self.shutdown_request(request)
             return
         try:
-            super().process_request(request, client_address)
+            super().process_request(request, (peer, client_address))
         except BaseException:  # no thread could be started: the slot is given back, the client closed
-            self._release()
+            self._release(peer)
             self.shutdown_request(request)
             if not isinstance(sys.exc_info()[1], Exception):
                 raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        peer, address = client_address
         try:
-            super().process_request_thread(request, client_address)
+            super().process_request_thread(request, address)
         finally:
-            self._release()
+            self._release(peer)
 
-    def _release(self) -> None:
+    def _release(self, peer: int) -> None:
         with self._count_lock:
             self.open_connections -= 1
+            held = self._per_peer.get(peer, 0) - 1
+            if held > 0:
+                self._per_peer[peer] = held
+            else:
+                self._per_peer.pop(peer, None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # the cell went away or stalled
             return
         super().handle_error(request, client_address)
+
+
+def _peer_pid(sock: socket.socket) -> int:
+    """The connecting process's pid as the kernel saw it (SO_PEERCRED, in the harness's pid namespace);
+    -1 where it cannot be read."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", creds)[0]
+    except (OSError, AttributeError, struct.error):
+        return -1
 
 
 def _refuse_raw(sock: socket.socket, status: int, message: str) -> None:
@@ -211,6 +236,7 @@ class Gateway:
         self.folder: Path | None = None
         # the limits (module constants; a test or benchmark may lower them on its own gateway)
         self.max_body, self.max_connections, self.run_connections = MAX_BODY, MAX_CONNECTIONS, RUN_CONNECTIONS
+        self.peer_connections = PEER_CONNECTIONS
         self.idle_timeout_s, self.headers_timeout_s, self.body_timeout_s = IDLE_TIMEOUT_S, HEADERS_TIMEOUT_S, BODY_TIMEOUT_S
         self.send_stall_s = SEND_STALL_S
         self.budget = _Budget(BODY_BUDGET)
