@@ -194,7 +194,8 @@ def test_rescore_runs_the_link_check(sessions, tmp_path, record_property):
     planted.unlink()
     os.symlink(labels[0], planted)
     proc = subprocess.run([sys.executable, "-m", "pytest_automedbench.cli", "rescore", str(runs),
-                           "--data-dir", str(root / "data"), "--report-dir", str(tmp_path / "rep")],
+                           "--data-dir", str(root / "data"), "--report-dir", str(tmp_path / "rep"),
+                           "--suite", str(root / "suite")],
                           env=session_env(root), capture_output=True, text=True, timeout=600)
     assert TRACEBACK not in output(proc), output(proc)[-3000:]
     result = json.loads((runs / rid("ok") / "result.json").read_text())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from faults.suite import (MOCK_MODEL, TRACEBACK, TaskScripts, finished, lost, make_suite, mock_env, output,
+from faults.suite import (FIXTURES, MOCK_MODEL, TRACEBACK, TaskScripts, finished, lost, make_suite, mock_env, output,
                           results, run_session, session_env, start_session, task_yaml, wait_for)
 from faults.table import record_fault
 from pytest_automedbench.testing import MockLLMServer
@@ -75,6 +75,20 @@ def test_kill_9_mid_run_then_resume_loses_no_finished_run(killed_then_resumed, r
 
 
 # -- rescore on damaged folders --------------------------------------------------------------------------
+PLANTED_MARK = "amb-planted-module-ran"
+
+
+def plant(folder: Path, put) -> None:
+    """The run folder carries its own task file (id `evil`) and the preparer module it names, which
+    leaves a mark when imported; provenance points at them."""
+    (folder / "evil_prep.py").write_text(f"open({str(folder.parent.parent / PLANTED_MARK)!r}, 'w').write('ran')\n"
+                                         "def prepare(public, private): pass\n")
+    task = folder / "evil.task.yaml"
+    task.write_text((FIXTURES / "tiny" / "tiny.task.yaml").read_text().replace("id: tiny-seg", "id: evil")
+                    .replace("tiny_prep", "evil_prep"))
+    put(task_id="evil", provenance={"task_file": str(task), "task_version": "1"})
+
+
 def _damage(folder: Path, how: str) -> None:
     result_path = folder / "result.json"
     result = json.loads(result_path.read_text())
@@ -97,8 +111,9 @@ def _damage(folder: Path, how: str) -> None:
         "tier_a_number": lambda: put(tier=3),
         "tier_unknown": lambda: put(tier="ultra"),
         "provenance_a_string": lambda: put(provenance="x"),
-        "task_file_missing": lambda: put(provenance={**result["provenance"], "task_file": None}),
-        "task_file_gone": lambda: put(provenance={**result["provenance"], "task_file": "/nonexistent/t.task.yaml"}),
+        "task_id_unknown": lambda: put(task_id="nowhere"),
+        "task_version_other": lambda: put(provenance={**result["provenance"], "task_version": "99"}),
+        "task_planted": lambda: plant(folder, put),
         "tokens_a_string": lambda: put(tokens="many"),
         "turns_a_string": lambda: put(turns="six"),
         "trace_line_a_list": lambda: (folder / "trace.jsonl").write_text("[1, 2]\n"),
@@ -114,7 +129,7 @@ def _damage(folder: Path, how: str) -> None:
 
 
 DAMAGE = ["result_list", "result_null", "result_cut", "result_missing", "result_a_folder", "tier_missing",
-          "tier_a_number", "tier_unknown", "provenance_a_string", "task_file_missing", "task_file_gone",
+          "tier_a_number", "tier_unknown", "provenance_a_string", "task_id_unknown", "task_version_other", "task_planted",
           "tokens_a_string", "turns_a_string", "trace_line_a_list", "trace_missing", "conversation_a_dict",
           "conversation_missing", "workspace_gone", "outputs_a_file"]
 
@@ -131,7 +146,8 @@ def test_rescore_handles_every_damaged_folder_with_one_line(killed_then_resumed,
     before = {p.name: (p / "result.json").read_bytes() for p in runs.iterdir()
               if (p / "result.json").is_file()}
     proc = subprocess.run([sys.executable, "-m", "pytest_automedbench.cli", "rescore", str(runs),
-                           "--data-dir", str(killed_then_resumed["root"] / "data"), "--report-dir", str(tmp_path / "rep")],
+                           "--data-dir", str(killed_then_resumed["root"] / "data"), "--report-dir", str(tmp_path / "rep"),
+                           "--suite", str(killed_then_resumed["root"] / "suite")],
                           env=session_env(killed_then_resumed["root"]), capture_output=True, text=True, timeout=600)
     out = output(proc)
     assert TRACEBACK not in out, out[-4000:]
@@ -142,6 +158,9 @@ def test_rescore_handles_every_damaged_folder_with_one_line(killed_then_resumed,
         assert len(hits) == 1, (how, hits, lines)
     assert any("1 errored run(s) left as they are" in ln for ln in lines)
     assert "workspace (its submission) is gone" in next(ln for ln in lines if "/workspace_gone" in ln)
+    assert "no task 'evil' in the suites" in next(ln for ln in lines if "/task_planted" in ln)
+    assert "the run is version 99" in next(ln for ln in lines if "/task_version_other" in ln)
+    assert not (tmp_path / PLANTED_MARK).exists()  # nothing of the run folder was imported
     doc = json.loads((tmp_path / "rep" / "amb-results.json").read_text())
     assert [r["run_id"] for r in doc["runs"]] == [rid("k1")] and doc["settings"]["errored_runs"] == [rid("k1")]
     for name, content in before.items():  # nothing damaged was rewritten

@@ -59,9 +59,15 @@ def open_run(gw, chat="claude-sonnet-4-6", **limits):
     return gw.open_run("run-1", parse_agent_models(None, chat), RunLimits(**limits))
 
 
-def test_socket_is_world_connectable_in_a_private_folder(gateway):
-    assert stat.S_IMODE(os.stat(gateway.folder).st_mode) == 0o711
-    assert stat.S_IMODE(os.stat(gateway.socket_path).st_mode) == 0o666
+def test_socket_is_open_to_the_cell_user_alone(gateway):
+    from pytest_automedbench.sandbox.celluser import cell_user
+
+    folder, sock = os.stat(gateway.folder), os.stat(gateway.socket_path)
+    if cell_user().separate:  # root's harness: the cell user's group may enter and connect, nobody else
+        assert (stat.S_IMODE(folder.st_mode), folder.st_gid) == (0o710, cell_user().gid)
+        assert (stat.S_IMODE(sock.st_mode), sock.st_gid) == (0o660, cell_user().gid)
+    else:
+        assert stat.S_IMODE(folder.st_mode) == 0o700 and stat.S_IMODE(sock.st_mode) == 0o600
     assert stat.S_IMODE(os.stat(gateway.forwarder_path).st_mode) == 0o644
 
 
@@ -326,8 +332,15 @@ def test_an_oversized_body_is_refused_before_it_is_read(gateway):
 @pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/sbin/runuser") or not os.path.exists("/usr/bin/python3"),
                     reason="needs root, runuser and /usr/bin/python3 to act as the unprivileged cell user")
 def test_an_unprivileged_cell_user_reaches_the_gateway(gateway, mock):
-    """The cell may run as another user: the socket (0666) in its folder (0711) and the forwarder
-    (0644) are usable by `nobody` with the system python, and the folder cannot be listed."""
+    """The cell runs as another user: the socket (0660) in its folder (0710, both the cell user's
+    group) and the forwarder (0644) are usable by the cell user with the system python, and the
+    folder cannot be listed."""
+    from pytest_automedbench.sandbox.celluser import cell_user
+
+    user = cell_user()
+    if not user.separate or not user.how.startswith(("the system user", "AMB_CELL_USER")) or \
+            "no passwd" in user.how:
+        pytest.skip("needs a cell user with a passwd entry (scripts/setup.sh)")
     run = open_run(gateway)
     client = textwrap.dedent("""
         import json, os, urllib.request
@@ -342,7 +355,7 @@ def test_an_unprivileged_cell_user_reaches_the_gateway(gateway, mock):
             print("not listable")
     """)  # given with -c: the test's own folders are root's
     env = {"PATH": "/usr/bin:/bin", "AMB_GATEWAY_TOKEN": run.token, "GW_SOCKET": str(gateway.socket_path)}
-    out = subprocess.run(["/usr/sbin/runuser", "-u", "nobody", "--", "/usr/bin/python3", str(gateway.forwarder_path),
+    out = subprocess.run(["/usr/sbin/runuser", "-u", user.name, "--", "/usr/bin/python3", str(gateway.forwarder_path),
                           "--socket", str(gateway.socket_path), "--", "/usr/bin/python3", "-c", client],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -104,7 +104,7 @@ def test_rescore_names_the_broken_run(tmp_path, capsys):
     (tmp_path / "runs" / "b" / "result.json").write_text("{not json")
     assert cli.main(["rescore", str(tmp_path / "runs")]) == 1
     err = capsys.readouterr().err
-    assert "a/result.json: provenance.task_file: missing" in err
+    assert "a/result.json: task_id: missing" in err
     assert "b/result.json: unreadable" in err and "no run could be rescored" in err
 
 

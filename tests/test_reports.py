@@ -160,7 +160,7 @@ def test_resume_after_kill_reruns_only_unfinished_runs(tiny_suite, pytester, mon
     tampered = dict(original, overall=0.0, agentic=0.0, stages={s: 0.0 for s in original["stages"]})
     r2_path.write_text(json.dumps(tampered))
     (pytester.path / "reports" / "amb-results.json").unlink()
-    assert cli.main(["rescore", str(runs)]) == 0
+    assert cli.main(["rescore", str(runs), "--suite", str(tiny_suite)]) == 0
     again = json.loads(r2_path.read_text())
     assert (again["overall"], again["stages"]) == (original["overall"], original["stages"]) and again["rescored_at"]
     assert len(read_results(pytester)["runs"]) == 3

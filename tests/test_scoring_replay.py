@@ -49,7 +49,8 @@ def test_rescore_rejudges_from_the_trace_without_replaying(tiny, monkeypatch):
     result, trace = run_steps(tiny, [PLAN, ENV, PILOT, FULL, REAL_CHECK, SUBMIT], "rescored")
     _, data, root = tiny
     monkeypatch.setattr(replay_module, "replay_cell", lambda *a, **k: pytest.fail("rescore replayed a cell"))
-    again = cli_rescore.rescore_run(root / "runs" / result["run_id"], data.root.parent.parent)
+    again = cli_rescore.rescore_run(root / "runs" / result["run_id"], data.root.parent.parent,
+                                    cli_rescore.Suites([root / "task"]))
     assert again["stages"] == result["stages"] and again["stage_evidence"] == result["stage_evidence"]
     assert again["judge"]["replay"] == result["judge"]["replay"] and again["judge"]["provenance"] == "snapshots"
 

@@ -1,12 +1,16 @@
 """`automedbench rescore RUNS_DIR`: recompute scores and reports from saved runs, no agent.
 
 For each `<RUNS_DIR>/<run-id>/` it rebuilds the RunRecord from conversation.json, trace.jsonl and
-result.json, reloads the task file named in result.json's provenance, and scores the saved
+result.json, finds the run's task by its `task_id` and `provenance.task_version` in the suites
+named with `--suite DIR` (any number; default: the installed suites), and scores the saved
 workspace again against the prepared data (runner.score_run: the same metric and judge a live run
 uses), after the live run's link check (sandbox.guard.disqualify_escaping_links). The new scores replace the old in result.json (atomically; `rescored_at` is added), then
 amb-results.json, leaderboard.md and index.html are written again from every run rescored.
 
-A folder that cannot be rescored -- damaged files, a task file that no longer loads, data not
+A run folder is data, never code: the task file named in its provenance is not read, nothing
+under RUNS_DIR is imported or put on sys.path, and a suite under RUNS_DIR is refused.
+
+A folder that cannot be rescored -- damaged files, a task no suite has at the run's version, data not
 prepared, a workspace that is gone (its scores would describe an empty submission) -- is one line
 on stderr and left as it is; the others go on. Errored runs (the harness or its infrastructure
 broke) are not agent scores: they are left as they are and out of the reports, and counted.
@@ -31,31 +35,84 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("runs_dir", metavar="RUNS_DIR", help="folder holding one folder per run (e.g. reports/runs)")
     p.add_argument("--data-dir", help="prepared task data (default $AMB_DATA_DIR or ~/.cache/pytest-automedbench/data)")
     p.add_argument("--report-dir", help="where to write the reports (default: the parent of RUNS_DIR)")
+    p.add_argument("--suite", action="append", default=[], metavar="DIR",
+                   help="a task suite folder to find the runs' tasks in, by task id and version (repeatable; "
+                        "default: the installed suites). Never the run folder's own files")
     p.set_defaults(func=run)
     return p
 
 
-def _task_of(result: dict[str, Any], path: Path):
-    from ..tasks import TaskSpecError, load_task_file
+class Suites:
+    """The task files rescoring may use: the suites the user named (or the installed ones), indexed by
+    task id on first use; a task is loaded at most once."""
+
+    def __init__(self, roots: list[Path] | None = None, exclude: Path | None = None):
+        from ..tasks.suites import suites_root
+
+        self.roots = [Path(r).expanduser().resolve() for r in roots] if roots else [suites_root()]
+        self.exclude = exclude.resolve() if exclude is not None else None  # RUNS_DIR: never a task's home
+        self._ids: dict[str, Path] | None = None
+        self._loaded: dict[Path, Any] = {}
+
+    def where(self) -> str:
+        return ", ".join(str(r) for r in self.roots)
+
+    def ids(self) -> dict[str, Path]:
+        if self._ids is None:
+            from ..tasks.suites import task_files, task_ids
+
+            found: dict[str, Path] = {}
+            for root in self.roots:
+                for task_id, path in {**task_files(root), **task_ids(root)}.items():
+                    if self.exclude is not None and self.exclude in path.resolve().parents:
+                        continue  # a task file inside a run folder is the run's data
+                    found.setdefault(task_id, path)
+            self._ids = found
+        return self._ids
+
+    def task(self, task_id: str):
+        from ..tasks import TaskSpecError, load_task_file
+
+        path = self.ids().get(task_id)
+        if path is None:
+            return None
+        if path not in self._loaded:
+            try:
+                self._loaded[path] = load_task_file(path)
+            except TaskSpecError as e:
+                self._loaded[path] = e
+        return self._loaded[path]
+
+
+def _task_of(result: dict[str, Any], path: Path, suites: Suites):
+    """The run's task from the trusted suites, matched by task id and version (never the run's own
+    provenance.task_file, which is only data)."""
+    from ..tasks import TaskSpecError
 
     provenance = result.get("provenance")
     if not isinstance(provenance, dict):
         raise RescoreError(f"{path}: provenance: expected an object, got {type(provenance).__name__}")
-    task_file = provenance.get("task_file")
-    if not isinstance(task_file, str) or not task_file:
-        raise RescoreError(f"{path}: provenance.task_file: missing")
-    try:
-        task = load_task_file(Path(task_file))
-    except TaskSpecError as e:
-        raise RescoreError(f"{path}: provenance.task_file: {e}") from None
-    if task.spec.id != result.get("task_id"):
-        raise RescoreError(f"{path}: task_id: {result.get('task_id')!r}, but {task_file} is task {task.spec.id!r}")
-    if str(task.spec.version) != str(provenance.get("task_version")):
-        print(f"note: {path.parent.name}: task file is now version {task.spec.version}", file=sys.stderr)
+    task_id = result.get("task_id")
+    if not isinstance(task_id, str) or not task_id:
+        raise RescoreError(f"{path}: task_id: missing")
+    version = provenance.get("task_version")
+    if version is None:
+        raise RescoreError(f"{path}: provenance.task_version: missing")
+    task = suites.task(task_id)
+    if task is None:
+        raise RescoreError(f"{path}: task_id: no task {task_id!r} in the suites ({suites.where()}); "
+                           "name its suite with --suite DIR")
+    if isinstance(task, TaskSpecError):
+        raise RescoreError(f"{path}: task_id: the suite's task file for {task_id!r} does not load: {task}")
+    if task.spec.id != task_id:
+        raise RescoreError(f"{path}: task_id: {task_id!r}, but {task.path} is task {task.spec.id!r}")
+    if str(task.spec.version) != str(version):
+        raise RescoreError(f"{path}: provenance.task_version: the run is version {version}, the suite's "
+                           f"{task.path} is version {task.spec.version}; not rescored")
     return task
 
 
-def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
+def rescore_run(run_dir: Path, data_dir: Path, suites: Suites | None = None) -> dict[str, Any]:
     from ..data import DataCorrupted, DataNotPrepared, ensure_prepared
     from ..store.run_folders import RunFilesError, check_result, load_run, read_result, write_run_files
     from ..run.runner import score_run
@@ -65,7 +122,7 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
     path = run_dir / "result.json"
     try:
         result = read_result(path, check=False)
-        task = _task_of(result, path)  # the task file first: without it nothing can be rescored
+        task = _task_of(result, path, suites or Suites())  # the task first: without it nothing can be rescored
         check_result(result, path)
         record, _ = load_run(run_dir)
     except RunFilesError as e:
@@ -77,12 +134,15 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
         raise RescoreError(f"{workspace / 'outputs'}: not a folder; not rescored")
     if result["tier"] not in ("lite", "standard", "pro"):
         raise RescoreError(f"{path}: tier: unknown tier {result['tier']!r}")
-    if str(task.folder) not in sys.path:  # demo preparers live next to their task file
+    if str(task.folder) not in sys.path:  # demo preparers live next to their task file (in a trusted suite)
         sys.path.insert(0, str(task.folder))
     try:
         data = ensure_prepared(task, data_dir)
     except (DataNotPrepared, DataCorrupted, TaskSpecError) as e:
         raise RescoreError(f"{run_dir.name}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the suite's preparer failed: one line, the others go on
+        raise RescoreError(f"{run_dir.name}: the task's data could not be prepared: {type(e).__name__}: "
+                           f"{str(e)[:300]}") from None
     # The live run's link check too: a link out of the workspace (added after the run, or by a harness
     # older than the check) is removed and counted against the run, and unlistable folders made listable.
     seen = len(record.violations)
@@ -92,7 +152,7 @@ def rescore_run(run_dir: Path, data_dir: Path) -> dict[str, Any]:
     try:
         scores = score_run(task, result["tier"], record, workspace, data)
     except Exception as e:  # noqa: BLE001 - a scorer fault on one run: one line, the others go on
-        raise RescoreError(f"{run_dir.name}: scoring failed: {type(e).__name__}: {e}") from None
+        raise RescoreError(f"{run_dir.name}: scoring failed: {type(e).__name__}: {str(e)[:300]}") from None
     replayed = (result.get("judge") or {}).get("replay") if isinstance(result.get("judge"), dict) else None
     result.update(scores)
     if replayed is not None:  # the replay verdicts are in the trace; rescore re-judges, it never replays
@@ -119,6 +179,16 @@ def run(args) -> int:
         print(f"automedbench rescore: {runs_dir}: not a folder", file=sys.stderr)
         return 2
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    suites = Suites([Path(d) for d in args.suite] or None, exclude=runs_dir)
+    inside = runs_dir.resolve()
+    for root in suites.roots:
+        if not root.is_dir():
+            print(f"automedbench rescore: --suite {root}: not a folder", file=sys.stderr)
+            return 2
+        if root == inside or inside in root.parents:
+            print(f"automedbench rescore: --suite {root}: inside RUNS_DIR; a run folder is data, never a task "
+                  "suite", file=sys.stderr)
+            return 2
     try:
         lease(runs_dir)  # no session may write runs while they are rescored
     except RunFilesError as e:
@@ -136,7 +206,7 @@ def run(args) -> int:
                 errored.append(previous["run_id"])
                 continue
             try:
-                r = rescore_run(run_dir, data_dir)
+                r = rescore_run(run_dir, data_dir, suites)
             except RescoreError as e:
                 print(f"automedbench rescore: {e}", file=sys.stderr)
                 failed += 1

@@ -37,11 +37,14 @@ def pipe(src, dst):
             pass
 
 
-def serve(listener, socket_path):
+def serve(listener, socket_path, max_open=24):
+    slots = threading.BoundedSemaphore(max_open)
     while True:
+        slots.acquire()
         try:
             client, _ = listener.accept()
         except OSError:
+            slots.release()
             return
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -50,16 +53,20 @@ def serve(listener, socket_path):
         except OSError as exc:
             sys.stderr.write(f"amb forwarder: cannot reach the gateway at {socket_path}: {exc}\n")
             client.close()
+            upstream.close()
+            slots.release()
             continue
-        done = threading.Event()
 
-        def both(a=client, b=upstream, d=done):
-            t = threading.Thread(target=pipe, args=(b, a), daemon=True)
-            t.start()
-            pipe(a, b)
-            t.join()
-            a.close()
-            b.close()
+        def both(a=client, b=upstream):
+            try:
+                t = threading.Thread(target=pipe, args=(b, a), daemon=True)
+                t.start()
+                pipe(a, b)
+                t.join()
+                a.close()
+                b.close()
+            finally:
+                slots.release()
         threading.Thread(target=both, daemon=True).start()
 
 
@@ -77,7 +84,8 @@ def run_state(socket_path, token, wait):
             if not chunk:
                 break
             data += chunk
-        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+        state = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        return state if isinstance(state, dict) and "ended" in state else None  # a refusal: asked again later
     except (OSError, ValueError, IndexError):
         return None
     finally:
@@ -103,6 +111,7 @@ def main(argv=None):
     parser.add_argument("--socket", required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--grace", type=float, default=5.0)
+    parser.add_argument("--max-open", type=int, default=24)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -114,7 +123,7 @@ def main(argv=None):
     listener.bind(("127.0.0.1", args.port))
     listener.listen(128)
     port = listener.getsockname()[1]
-    threading.Thread(target=serve, args=(listener, args.socket), daemon=True).start()
+    threading.Thread(target=serve, args=(listener, args.socket, max(1, args.max_open)), daemon=True).start()
     agent = subprocess.Popen(command, env=environment(port, token), start_new_session=True)
     ended = {}
 

@@ -47,8 +47,12 @@ def failed(result) -> bool:
 
 
 def copy_workspace(src: Path, dst: Path) -> None:
-    """The final workspace, links kept as links (never followed)."""
-    safefs.copy_tree(src, dst)
+    """The final workspace, links kept as links (never followed), sparse files sparse; refused
+    (util.bounded_copy.CopyRefused, with the reason) over MAX_COPY_BYTES apparent or allocated, as
+    measured by the walk the copy itself copies, or past the process's replay scratch budget."""
+    from ..util import bounded_copy
+
+    bounded_copy.copy_tree(src, dst, max_bytes=MAX_COPY_BYTES)
 
 
 def workspace_bytes(root: Path) -> int:

@@ -174,7 +174,10 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
         tmp = tempfile.mkdtemp(prefix="amb-probe-")
         try:
             ws = Path(tmp) / "workspace"
-            safefs.copy_tree(workspace, ws)
+            from ..util import bounded_copy  # the same bounded, sparse-aware copy as every replay's
+            from .replay import MAX_COPY_BYTES
+
+            bounded_copy.copy_tree(workspace, ws, max_bytes=MAX_COPY_BYTES)  # CopyRefused: recorded below
             safefs.remove_tree(ws / ".amb-probe")
             for rel in created:  # what the cell made, gone again (never outside the copy)
                 target = ws / rel

@@ -315,8 +315,13 @@ class LocalSandbox(Sandbox):
                    disk_mb=self.config.disk_mb, kill=self._kill)
         if self._launcher is not None:  # the launcher hands the filter to the cell as fd 3, the tracer's pipe next
             first = [filter_fd] if filter_fd is not None else []
+            options = self._options_fd(3 if filter_fd is not None else None)
+            if options is not None:  # bubblewrap's options as the fd after the filter's
+                first.append(options[0])
             extra = first + (channel.fds if channel else [])
-            launched = self._limits_prefix(join_cgroup=False) + self._wrapped(cmd, 3 if filter_fd is not None else None)
+            wrapped = self._wrapped(cmd, 3 if filter_fd is not None else None,
+                                    (options[1], 2 + len(first)) if options else None)
+            launched = self._limits_prefix(join_cgroup=False) + wrapped
             cell_env = {**env, **channel.env([3 + len(first) + i for i in range(len(channel.fds))])} if channel else env
             if isinstance(channel, XtraceChannel):
                 code = channel.stdin()
@@ -327,19 +332,48 @@ class LocalSandbox(Sandbox):
                 self._launcher = None
                 if filter_fd is not None:
                     os.lseek(filter_fd, 0, os.SEEK_SET)
-        cmd = self._wrapped(cmd, filter_fd)
-        passed = tuple(([filter_fd] if filter_fd is not None else []) + (channel.fds if channel else []))
-        if channel is not None:
-            run["env"] = {**env, **channel.env(channel.fds)}
-            if isinstance(channel, XtraceChannel):
-                code = channel.stdin()
-        prefix = self._limits_prefix()
-        if prefix is not None:
-            return run_process(prefix + cmd, code, pass_fds=passed, **run)
-        return run_process(cmd, code, preexec=self._preexec(), pass_fds=passed, **run)
+            finally:
+                if options is not None:
+                    os.close(options[0])
+        options = self._options_fd(filter_fd)
+        try:
+            cmd = self._wrapped(cmd, filter_fd, (options[1], options[0]) if options else None)
+            passed = tuple(([filter_fd] if filter_fd is not None else []) + ([options[0]] if options else [])
+                           + (channel.fds if channel else []))
+            if channel is not None:
+                run["env"] = {**env, **channel.env(channel.fds)}
+                if isinstance(channel, XtraceChannel):
+                    code = channel.stdin()
+            prefix = self._limits_prefix()
+            if prefix is not None:
+                return run_process(prefix + cmd, code, pass_fds=passed, **run)
+            return run_process(cmd, code, preexec=self._preexec(), pass_fds=passed, **run)
+        finally:
+            if options is not None:
+                os.close(options[0])
 
-    def _wrapped(self, cmd: list[str], filter_fd: int | None) -> list[str]:
-        return self.bwrap_args(filter_fd) + cmd if self.bwrap else cmd
+    def _options_fd(self, filter_fd: int | None) -> tuple[int, list[str]] | None:
+        """bubblewrap's options (every host path it binds) in a memfd it reads with ``--args``, so the
+        sandbox's pid 1 (bubblewrap) shows none of them in /proc/1/cmdline: (the fd, the argv tail from
+        the ``--`` on). None without bubblewrap."""
+        if not self.bwrap:
+            return None
+        args = self.bwrap_args(filter_fd)
+        end = args.index("--")
+        fd = os.memfd_create("amb-bwrap-args", os.MFD_CLOEXEC)
+        os.write(fd, b"".join(os.fsencode(a) + b"\0" for a in args[1:end]))
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd, args[end:]
+
+    def _wrapped(self, cmd: list[str], filter_fd: int | None, options: tuple[list[str], int] | None = None) -> list[str]:
+        """The cell's command under bubblewrap; with `options` (the argv tail, the fd number the cell's
+        bubblewrap reads its options from) the options are not on the command line."""
+        if not self.bwrap:
+            return cmd
+        if options is not None:
+            tail, number = options
+            return [self.bwrap, "--args", str(number), *tail, *cmd]
+        return self.bwrap_args(filter_fd) + cmd
 
     def _kill(self, proc: subprocess.Popen) -> None:
         try:

@@ -11,11 +11,18 @@ least-audited corners; those return EPERM (a clear error in the agent's code, no
 - a syscall made through another architecture's entry (int 0x80 on x86_64) kills the process: the
   filter's rules are written for the native table only.
 
-ptrace stays allowed: the pid namespace confines it to the cell's own processes. So do the
-syscalls CUDA and NVML use (ioctl, mmap, the nvidia device nodes): nothing above is among them.
+- sockets of the families no network namespace confines (`socket` / `socketpair` with
+  AF_VSOCK: a virtual machine's channel to its host, open even with the network unshared);
+- ptrace attach / seize of pid 1 and process_vm_readv / writev on pid 1: the sandbox's init,
+  whose stopping would hang the cell until its timeout.
+
+ptrace otherwise stays allowed (gdb, py-spy on the cell's own children): the pid namespace
+confines it to the cell's own processes. So do the syscalls CUDA and NVML use (ioctl, mmap, the
+nvidia device nodes): nothing above is among them.
 
 Docker cells get the same rules as a Docker seccomp profile (`docker_profile()`, in place of
-the engine's default, which lets io_uring through before Docker 25).
+the engine's default, which lets io_uring through before Docker 25). Both are made from one table,
+`rules()`: (syscall, errno, argument conditions), so they cannot drift apart.
 
 The binding is libseccomp's own (`seccomp`, Debian's python3-seccomp) or `pyseccomp` (the same API
 over ctypes; what `pip install pytest-automedbench` brings); either needs libseccomp2.
@@ -47,6 +54,33 @@ DENIED = (
 CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
 # (syscall, index of its mode argument) for mknod of device nodes
 MKNOD = (("mknod", 1), ("mknodat", 2))
+# Socket families no network namespace confines (linux/socket.h numbers)
+AF_VSOCK = 40
+DENIED_FAMILIES = (AF_VSOCK,)
+# ptrace requests that take hold of another process (linux/ptrace.h)
+PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206
+# An argument condition: (index, op, value, value_two): op "eq" (arg == value) or "masked_eq"
+# (arg & value == value_two)
+Cond = tuple
+
+
+def rules() -> list[tuple[str, int, tuple[Cond, ...]]]:
+    """Every rule of the filter: (syscall, errno returned, conditions all of which must hold)."""
+    out: list[tuple[str, int, tuple[Cond, ...]]] = [(name, errno.EPERM, ()) for name in DENIED]
+    for name, arg in MKNOD:
+        for kind in (stat.S_IFCHR, stat.S_IFBLK):
+            out.append((name, errno.EPERM, ((arg, "masked_eq", 0o170000, kind),)))  # S_IFMT
+    for bit in _bits(CLONE_NEW):  # one rule per flag: any of them set is refused
+        out.append(("clone", errno.EPERM, ((0, "masked_eq", bit, bit),)))
+    out.append(("clone3", errno.ENOSYS, ()))
+    for family in DENIED_FAMILIES:
+        for name in ("socket", "socketpair"):
+            out.append((name, errno.EAFNOSUPPORT, ((0, "eq", family, 0),)))
+    for request in (PTRACE_ATTACH, PTRACE_SEIZE):
+        out.append(("ptrace", errno.EPERM, ((0, "eq", request, 0), (1, "eq", 1, 0))))
+    for name in ("process_vm_readv", "process_vm_writev"):
+        out.append((name, errno.EPERM, ((0, "eq", 1, 0),)))
+    return out
 
 
 class SeccompUnavailable(RuntimeError):
@@ -74,7 +108,6 @@ def filter_program() -> bytes:
     """The filter as a BPF program (what bubblewrap's --seccomp reads). Raises SeccompUnavailable."""
     sc = _binding()
     f = sc.SyscallFilter(sc.ALLOW)
-    eperm = sc.ERRNO(errno.EPERM)
 
     def rule(action, name: str, *args) -> None:
         try:
@@ -82,14 +115,10 @@ def filter_program() -> bytes:
         except (ValueError, OSError, RuntimeError):
             pass  # a syscall this architecture does not have (mknod, umount on aarch64)
 
-    for name in DENIED:
-        rule(eperm, name)
-    for name, arg in MKNOD:
-        for kind in (stat.S_IFCHR, stat.S_IFBLK):
-            rule(eperm, name, sc.Arg(arg, sc.MASKED_EQ, 0o170000, kind))  # S_IFMT
-    for bit in _bits(CLONE_NEW):  # one rule per flag: any of them set is refused
-        rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, bit, bit))
-    rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for name, err, conds in rules():
+        args = [sc.Arg(index, sc.EQ if op == "eq" else sc.MASKED_EQ, value, *([two] if op == "masked_eq" else []))
+                for index, op, value, two in conds]
+        rule(sc.ERRNO(err), name, *args)
     fd = os.memfd_create("amb-seccomp", 0)
     try:
         with os.fdopen(os.dup(fd), "wb") as out:
@@ -136,20 +165,16 @@ def docker_profile() -> str:
     """The filter's rules as a Docker seccomp profile (JSON for `security_opt=["seccomp=..."]`): the
     same EPERM list, device mknod, namespace flags of clone and clone3's ENOSYS. Names the engine's
     libseccomp does not know for this architecture are skipped by runc, as libseccomp skips them here."""
-    def denied(names, errno_ret=errno.EPERM, args=None) -> dict:
-        rule = {"names": list(names), "action": "SCMP_ACT_ERRNO", "errnoRet": errno_ret}
-        if args:
-            rule["args"] = args
-        return rule
-
-    syscalls = [denied(DENIED)]
-    for name, arg in MKNOD:
-        for kind in (stat.S_IFCHR, stat.S_IFBLK):
-            syscalls.append(denied([name], args=[{"index": arg, "value": 0o170000, "valueTwo": kind,
-                                                   "op": "SCMP_CMP_MASKED_EQ"}]))
-    for bit in _bits(CLONE_NEW):
-        syscalls.append(denied(["clone"], args=[{"index": 0, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}]))
-    syscalls.append(denied(["clone3"], errno.ENOSYS))
+    ops = {"eq": "SCMP_CMP_EQ", "masked_eq": "SCMP_CMP_MASKED_EQ"}
+    syscalls: list[dict] = []
+    plain: dict[int, list[str]] = {}
+    for name, err, conds in rules():
+        if not conds:  # one entry per errno for the unconditional names
+            plain.setdefault(err, []).append(name)
+            continue
+        syscalls.append({"names": [name], "action": "SCMP_ACT_ERRNO", "errnoRet": err,
+                         "args": [{"index": i, "value": v, "valueTwo": two, "op": ops[op]} for i, op, v, two in conds]})
+    syscalls[:0] = [{"names": names, "action": "SCMP_ACT_ERRNO", "errnoRet": err} for err, names in plain.items()]
     arch = _DOCKER_ARCH.get(platform.machine())
     return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "architectures": [arch] if arch else [],
                        "syscalls": syscalls})
