@@ -84,8 +84,10 @@ class RayTestCluster:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = None, network: bool = False) -> Path:
-    """root/suite with one tiny task per entry (task id -> step list); returns the suite folder."""
+def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = None, network: bool = False,
+                solution: bool = False) -> Path:
+    """root/suite with one tiny task per entry (task id -> step list); returns the suite folder.
+    `solution`: each task names a solution report (for --amb-with-solution)."""
     suite = root / "suite"
     suite.mkdir(parents=True, exist_ok=True)
     shutil.copy(FIXTURES / "tiny" / "tiny_prep.py", suite)
@@ -96,6 +98,9 @@ def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = Non
                     policy={"time_limit_s": 300, "max_turns": 20, "cell_timeout_s": 200, "network": network})
         if resources:
             spec["resources"] = resources
+        if solution:
+            (suite / f"{task_id}.solution.md").write_text("Threshold at 50 and 150.\n")
+            spec["solution"] = {"file": f"{task_id}.solution.md"}
         (suite / f"{task_id}.task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return suite
 

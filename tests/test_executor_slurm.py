@@ -233,3 +233,15 @@ def test_a_dead_controllers_job_is_cancelled_when_its_run_is_submitted_again(tmp
     ex.submit([spec])
     assert cancelled == [["scancel", "11"]] and launched == [spec]  # 12 is not this run's job: left alone
     assert "r__lite__reference__r1@old" not in ex._registered() and "other__lite__reference__r1@x" in ex._registered()
+
+
+def test_a_run_under_conditions_is_accepted_with_its_own_id(tmp_path):
+    """The node's result carries the run id with its conditions; the controller's spec must too
+    (a Slurm result whose id differs from the spec's is refused as another run's)."""
+    from run_key_checks import CONDITIONS, check_conditions_run, conditions_suite
+
+    conditions_suite(tmp_path)
+    p = start(tmp_path, *CONDITIONS)
+    out, _ = p.communicate(timeout=240)
+    assert p.returncode == 0, out[-3000:]
+    check_conditions_run(tmp_path, out)
