@@ -167,7 +167,7 @@ def controller(cluster: RayTestCluster, root: Path, resume: bool = False, retrie
 
 def run_specs(ex, suite: Path, repeats: int = 1) -> list:
     """The RunSpecs of every task in `suite` (data prepared here: the canonical version), as start() makes."""
-    from pytest_automedbench.store import run_folders as runfiles
+    from pytest_automedbench.record import key
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import placement_for
     from pytest_automedbench.executors.base import RunSpec, manifest_hash, portable_settings
@@ -180,9 +180,9 @@ def run_specs(ex, suite: Path, repeats: int = 1) -> list:
         data = ensure_prepared(task, ex.settings.data_dir)
         for r in range(1, repeats + 1):
             specs.append(RunSpec(
-                run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"{task.spec.id}[r{r}]",
+                run_id=key.task_run_id(task, "lite", r, ex.settings), name=f"{task.spec.id}[r{r}]",
                 task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite", repeat=r,
-                config_hash=runfiles.config_hash(task, "lite", r, ex.settings), placement=placement_for(task, options),
+                config_hash=key.config_hash(task, "lite", r, ex.settings), placement=placement_for(task, options),
                 network=task.spec.policy.network, data_key=f"{task.spec.id}/{task.spec.version}",
                 data_hash=manifest_hash(data.root), settings=portable_settings(ex.settings)))
     return specs

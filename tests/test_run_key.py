@@ -47,6 +47,6 @@ def test_a_lost_run_under_conditions_has_the_runs_own_id(tmp_path):
     assert lost_run(f"suite/{TASK}.task.yaml::segmentation/{TASK}[lite-r2]", default, "x", config)["run_id"] \
         == f"{TASK}__lite__reference__r2"
     # a task file that no longer loads: the id without conditions, still a lost run
-    gone = lost_run(f"suite/gone.task.yaml::segmentation/gone[lite]", settings, "x", config)
+    gone = lost_run("suite/gone.task.yaml::segmentation/gone[lite]", settings, "x", config)
     assert gone["run_id"] == "gone__lite__reference__r1" and gone["lost"]
     assert lost_run("tests/test_x.py::test_y", settings, "x", config) is None

@@ -16,7 +16,8 @@ import pytest
 from .. import __version__
 from ..util import safefs
 from ..util.atomic_files import atomic_write
-from ..store.run_folders import run_id, try_read_result
+from ..record.key import run_id, task_run_id
+from ..store.run_folders import try_read_result
 from . import baseline as baselines
 from . import rexmle
 from .leaderboard import aggregate, error_analysis
@@ -118,7 +119,7 @@ class ResultsCollector:
         """A pytest-xdist worker died (kill -9, a segfault) while running `crashitem`: its run is in no
         report's properties, so it is built here from the node id, marked `lost` (errored: counted
         apart, in no score) and left out of the runs dir, so --amb-resume runs it again."""
-        run = lost_run(crashitem, self.settings.model, str(getattr(report, "longrepr", "") or "the worker crashed"))
+        run = lost_run(crashitem, self.settings, str(getattr(report, "longrepr", "") or "the worker crashed"), self.config)
         if run is not None and run["run_id"] not in self.runs:
             run["outcome_nodeid"] = crashitem
             self.runs[run["run_id"]] = run
@@ -234,19 +235,33 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
 ITEM_NAME = re.compile(r"::(?P<track>[^/:]+)/(?P<task>[^\[/:]+)\[(?P<tier>[a-z]+)(?:-r(?P<repeat>\d+))?\]$")
 
 
-def lost_run(nodeid: str, model: str, why: str) -> dict[str, Any] | None:
+def lost_run(nodeid: str, settings, why: str, config) -> dict[str, Any] | None:
     """The run of a benchmark item whose worker died, from its node id (plugin.TaskFile names items
-    `<track>/<task id>[<tier>(-r<repeat>)]`); None for any other test."""
+    `<track>/<task id>[<tier>(-r<repeat>)]` in `<task file>`); None for any other test. Its id is the
+    one the run would have had (record/key.py: the task file is read again for its conditions)."""
     m = ITEM_NAME.search(nodeid)
     if m is None:
         return None
-    repeat = int(m["repeat"] or 1)
-    return {"run_id": run_id(m["task"], m["tier"], model, repeat), "task_id": m["task"], "track": m["track"],
+    repeat, model = int(m["repeat"] or 1), settings.model
+    return {"run_id": _lost_run_id(nodeid, m["task"], m["tier"], repeat, settings, config), "task_id": m["task"], "track": m["track"],
             "tier": m["tier"], "model": model, "repeat": repeat, "overall": 0.0, "agentic": 0.0, "task_score": 0.0,
             "completion_rate": 0.0, "stages": {s: 0.0 for s in ("S1", "S2", "S3", "S4", "S5")}, "medal": None,
             "failure_mode": "lost", "errored": True, "lost": True, "error_codes": [], "violations": [],
             "turns": 0, "wall_time_s": None, "tokens": {}, "cost_usd": None,
             "error": safefs.shown(f"lost: {why}"[:500])}
+
+
+def _lost_run_id(nodeid: str, task_id: str, tier: str, repeat: int, settings, config) -> str:
+    """The lost run's id with its conditions; without them when its task file no longer loads."""
+    from ..tasks import load_task_file
+
+    try:
+        task = load_task_file(Path(config.rootpath) / nodeid.split("::", 1)[0])
+        if task.spec.id == task_id:
+            return task_run_id(task, tier, repeat, settings)
+    except Exception:  # noqa: BLE001 - a task file changed or gone since collection: the plain id
+        pass
+    return run_id(task_id, tier, settings.model, repeat)
 
 
 def _from_properties(props: dict[str, Any]) -> dict[str, Any]:

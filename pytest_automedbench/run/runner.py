@@ -29,15 +29,8 @@ from .gpu_usage import sampler_for
 from ..judge import judge_for, judge_run
 from ..metrics import TrackResult, load_in_background, preflight
 from .conditions import give_solution, run_settings
-from ..store.run_folders import (  # noqa: F401 (re-exported)
-    RunFilesError,
-    config_hash,
-    node_session,
-    run_id,
-    start_run,
-    task_run_id,
-    write_run_files,
-)
+from ..record.key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported)
+from ..store.run_folders import RunFilesError, node_session, start_run, write_run_files  # noqa: F401 (re-exported)
 from ..sandbox import SandboxConfig, SandboxError
 from ..sandbox.isolation import comparability
 from ..sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
@@ -230,7 +223,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
     except LookupError as e:  # a metric.module that does not import: one line naming the task file
         raise TaskSpecError(task.path, "metric.module", str(e).removeprefix("metric.module ")) from None
-    rid = task_run_id(task, tier, repeat, settings)
+    key = run_key(task, tier, repeat, settings)
+    rid = key.run_id
     options = settings.sandbox_options
     folder = start_run(settings.runs_dir, rid,
                        options.disk_mb if options is not None and options.workspace_fs == "loop" else None)
@@ -299,7 +293,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             # special files (FIFOs, sockets, devices) the sandbox removed from the workspace after the run
             "sanitised": list(getattr(getattr(sandbox, "inner", sandbox), "removed", []))[:100],
             "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
-            "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
+            "started_at": started_at, "config_hash": key.config_hash,
             "settings": run_conditions,
             "gpu": gpu_used,
             "provenance": {

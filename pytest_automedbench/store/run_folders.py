@@ -27,7 +27,6 @@ import ctypes
 import dataclasses
 import errno
 import fcntl
-import hashlib
 import itertools
 import json
 import os
@@ -39,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..record.trace import Usage
-from ..record.trace import RunRecord, TraceEvent
+from ..record.key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported: the old import path)
+from ..record.trace import RunRecord, TraceEvent, Usage
 from . import loopfs
 from ..util import safefs
 from ..util.atomic_files import OutsideRoot, atomic_write, inside
@@ -65,22 +64,7 @@ class RunsDirBusy(RunFilesError):
     """Another session is using the runs dir."""
 
 
-# -- naming ---------------------------------------------------------------------------------------
-def run_id(task_id: str, tier: str, model: str, repeat: int, conditions: str = "") -> str:
-    """`task__tier__model__r1`, or `task__tier__model__time72h-sol__r1` when the run's conditions
-    differ from the task's defaults (conditions.run_id_conditions)."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:60].strip("_") or "model"
-    cond = re.sub(r"[^A-Za-z0-9._-]+", "_", conditions)[:80].strip("_")
-    return f"{task_id}__{tier}__{slug}" + (f"__{cond}" if cond else "") + f"__r{repeat}"
-
-
-def task_run_id(task, tier: str, repeat: int, settings) -> str:
-    """The run id of this task x tier x repeat under the session's settings."""
-    from ..run.conditions import run_id_conditions
-
-    return run_id(task.spec.id, tier, settings.model, repeat, run_id_conditions(task, settings))
-
-
+# -- naming (the run key: record/key.py) -------------------------------------------------------
 def run_folder(runs_dir: Path | str, rid: str) -> Path:
     try:
         return inside(runs_dir, rid)
@@ -238,46 +222,6 @@ def _read_trace(path: Path) -> list[TraceEvent]:
 
 
 # -- reuse (--amb-resume) -----------------------------------------------------------------------------
-def _file_digest(path: Path | None) -> str | None:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
-    except OSError:
-        return None
-
-
-def _step_file(task, model: str) -> Path | None:
-    if model == "reference" and task.spec.reference_solution:
-        return task.resolve(task.spec.reference_solution)
-    kind, _, arg = model.partition(":")
-    return Path(arg).expanduser() if kind == "script" and arg else None
-
-
-def _judge_version() -> int:
-    from ..judge import JUDGE_VERSION  # a new judge's verdicts are not reused for an old one's
-
-    return JUDGE_VERSION
-
-
-def config_hash(task, tier: str, repeat: int, settings, legacy: bool = False) -> str:
-    """Everything that decides a run's outcome: the task file's bytes, tier, repeat, --amb-model (and
-    the step file's bytes for reference / script:), the sandbox, the limits that override the task's,
-    and the settings block's conditions (conditions.HASHED: effective limits, solution and its digest,
-    judge and its version, data version). `legacy`: the hash runs made before settings blocks carry."""
-    parts = {
-        "task_file": _file_digest(task.path), "tier": tier, "repeat": repeat, "model": settings.model,
-        "step_file": _file_digest(_step_file(task, settings.model)), "sandbox": settings.sandbox,
-        "limits": [settings.max_turns, settings.time_limit_s, settings.max_tokens, settings.max_cost_usd],
-        "judge_version": _judge_version(), "replay_cells": getattr(settings, "replay_cells", 0),
-    }
-    if getattr(settings, "replay_pilot", False):
-        parts["replay_pilot"] = True
-    if not legacy:
-        from ..run.conditions import hashed_conditions
-
-        parts["settings"] = hashed_conditions(task, settings)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
 def reusable_result(run_dir: Path, expected_hash: str, legacy_hash: str | None = None) -> dict[str, Any] | None:
     """The run's result when it is complete, not errored and made with the same configuration (a run
     saved before result.json had a `settings` block is matched on `legacy_hash`)."""
@@ -297,9 +241,8 @@ def reuse_finished_run(task, tier: str, repeat: int, settings) -> dict[str, Any]
     if not settings.resume:
         return None
     lease(settings.runs_dir)
-    folder = run_folder(settings.runs_dir, task_run_id(task, tier, repeat, settings))
-    return reusable_result(folder, config_hash(task, tier, repeat, settings),
-                           config_hash(task, tier, repeat, settings, legacy=True))
+    key = run_key(task, tier, repeat, settings)
+    return reusable_result(run_folder(settings.runs_dir, key.run_id), key.config_hash, key.legacy_hash)
 
 
 # -- writing ----------------------------------------------------------------------------------------
