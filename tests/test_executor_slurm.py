@@ -16,6 +16,8 @@ pytest.importorskip("submitit", reason="the Slurm executor's tests need the `slu
 from conftest import FIXTURES  # noqa: E402
 from executor_cluster import SOLVE, results, session_cmd, wait_for, write_suite  # noqa: E402
 from inner_session import inner_env  # noqa: E402
+
+from pytest_automedbench.record.result import saved_run_of  # noqa: E402
 from test_executor_ray import held, hold_step, release, sleepers  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
@@ -160,7 +162,7 @@ def test_a_job_result_counts_only_for_its_own_run_and_an_outside_interrupt_is_lo
     interrupted = {"error": "KeyboardInterrupt", "kind": "interrupted", "saved": mine, "saved_path": str(tmp_path)}
     with pytest.raises(InfraError, match="interrupted from outside the controller") as lost:
         ex._outcome(spec, FakeJob(interrupted))
-    assert lost.value.saved[0] is mine  # the run's own record of itself is kept
+    assert saved_run_of(lost.value).result is mine  # the run's own record of itself is kept
     ex.cancelled.add(spec.run_id)  # this controller's own scancel (Ctrl-C): not lost
     assert ex._outcome(spec, FakeJob(interrupted))["kind"] == "interrupted"
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record.key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported: the old import path)
+from ..record.result import RunResult, SchemaError, checked
 from ..record.trace import RunRecord, TraceEvent, Usage
 from . import loopfs
 from ..util import safefs
@@ -50,10 +51,8 @@ STAGING, ERRORED, LEASE = ".staging", ".errored", ".amb-lease"
 OWNER = ".owner.json"  # in a staging box: the process making the run (run ids never start with ".")
 HEARTBEAT_S, STALE_S = 60.0, 600.0  # a record on another host is renewed this often, dead when this old
 _NUMBER = (int, float)
-# result.json keys every reader relies on, with their types (bool is not a number here)
-REQUIRED = {"schema_version": int, "run_id": str, "task_id": str, "tier": str, "model": str, "repeat": int,
-            "overall": _NUMBER, "agentic": _NUMBER, "task_score": _NUMBER, "completion_rate": _NUMBER,
-            "stages": dict, "failure_mode": (str, type(None))}
+# result.json keys every reader relies on (the required fields of record/result.py's RunResult)
+REQUIRED = tuple(name for name, field in RunResult.model_fields.items() if field.is_required())
 
 
 class RunFilesError(Exception):
@@ -98,15 +97,13 @@ def _kind(value: Any) -> str:
 
 
 def check_result(result: Any, path: Path | str) -> dict[str, Any]:
-    """result.json's content if it has every REQUIRED key with its type, else RunFilesError."""
-    if not isinstance(result, dict):
-        raise RunFilesError(f"{path}: expected a JSON object, got {_kind(result)}")
-    for key, types in REQUIRED.items():
-        if key not in result:
-            raise RunFilesError(f"{path}: {key}: missing")
-        value = result[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
-            raise RunFilesError(f"{path}: {key}: unexpected {_kind(value)} {str(value)[:40]!r}")
+    """result.json's content if it fits the run record's type (record/result.py: the required keys
+    with their types, the optional ones typed when present), else RunFilesError naming the field.
+    A file from an earlier version fits: the keys it lacks are not required."""
+    try:
+        checked(result)
+    except SchemaError as e:
+        raise RunFilesError(f"{path}: {e}") from None
     return result
 
 
@@ -252,11 +249,21 @@ def _disk_error(e: OSError, where: Path, what: str) -> RunFilesError:
     return RunFilesError(f"{where}: {what}: {e.strerror or e}")
 
 
-def write_run_files(run_dir: Path, result: dict[str, Any], record: RunRecord) -> None:
-    """conversation.json, trace.jsonl, then result.json (last: its presence means complete), each atomic."""
+def write_run_files(run_dir: Path, result: dict[str, Any], record: RunRecord) -> str | None:
+    """conversation.json, trace.jsonl, then result.json (last: its presence means complete), each atomic.
+
+    result.json is checked against the run record's type first; one that does not fit (a harness
+    bug) is still written, marked errored with the problem, which is returned (None: it fits)."""
+    try:
+        checked(result)
+        problem = None
+    except SchemaError as e:
+        problem = f"result.json does not fit its schema: {e}"
+        result = {**result, "errored": True, "error": f"{problem} (a harness bug; the run is kept)"}
     atomic_write(run_dir / "conversation.json", json.dumps(record.conversation, indent=1))
     atomic_write(run_dir / "trace.jsonl", "".join(json.dumps(e.as_dict()) + "\n" for e in record.trace))
-    atomic_write(run_dir / "result.json", json.dumps(result, indent=2))
+    atomic_write(run_dir / "result.json", json.dumps(result, indent=2, default=str))
+    return problem
 
 
 _counter = itertools.count()
@@ -299,15 +306,17 @@ class RunFolder:
 
         An errored run does not replace a finished one: it goes to .errored/<run-id>/ instead."""
         try:
-            write_run_files(self.staging, result, record)
+            problem = write_run_files(self.staging, result, record)
             if self.image is not None:  # a plain folder again before it is placed
                 loopfs.materialize(self.workspace, self.image)
         except OSError as e:
             self.discard()  # nothing half-written stays; the previous run, if any, is untouched
             raise _disk_error(e, self.runs_dir, f"the files of run {self.rid} could not be written "
                                                 "(the previous result, if any, is kept)") from None
-        target = settle(self.runs_dir, self.rid, self.staging, result)
+        target = settle(self.runs_dir, self.rid, self.staging, result if problem is None else {**result, "errored": True})
         self.discard()  # empty, or the previous run's folder
+        if problem is not None:  # saved, marked errored: the test is an ERROR naming the file and field
+            raise RunFilesError(f"{target / 'result.json'}: {problem}; the run is saved, marked errored")
         return target
 
 
