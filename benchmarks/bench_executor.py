@@ -52,6 +52,7 @@ def make_suite(root: Path, sleep_s: float) -> Path:
 def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
     from ray.cluster_utils import Cluster
 
+    from pytest_automedbench.record import key
     from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import Placement, RunSpec
@@ -74,9 +75,9 @@ def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
     try:
         runfiles.lease(runs_dir)
         ex = RayExecutor(settings)
-        specs = [RunSpec(run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"r{r}",
+        specs = [RunSpec(run_id=key.task_run_id(task, "lite", r, settings), name=f"r{r}",
                          task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite", repeat=r,
-                         config_hash=runfiles.config_hash(task, "lite", r, settings), placement=Placement(cpus=1),
+                         config_hash=key.config_hash(task, "lite", r, settings), placement=Placement(cpus=1),
                          network=False, data_key=f"{task.spec.id}/{task.spec.version}",
                          data_hash=manifest_hash(data.root), settings=portable_settings(settings))
                  for r in range(1, runs + 1)]

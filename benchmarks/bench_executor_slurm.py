@@ -53,6 +53,7 @@ def job_started(job_folder: Path) -> float:
 
 
 def measure(runs: int, task_file: Path, root: Path) -> list[dict]:
+    from pytest_automedbench.record import key
     from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import Placement, RunSpec
@@ -73,9 +74,9 @@ def measure(runs: int, task_file: Path, root: Path) -> list[dict]:
         runfiles.lease(runs_dir)
         ex = SlurmExecutor(settings)
         for r in range(1, runs + 1):
-            spec = RunSpec(run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"r{r}",
+            spec = RunSpec(run_id=key.task_run_id(task, "lite", r, settings), name=f"r{r}",
                            task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite",
-                           repeat=r, config_hash=runfiles.config_hash(task, "lite", r, settings),
+                           repeat=r, config_hash=key.config_hash(task, "lite", r, settings),
                            placement=Placement(cpus=1), network=False, data_key=f"{task.spec.id}/{task.spec.version}",
                            data_hash=manifest_hash(data.root), settings=portable_settings(settings))
             t0 = time.time()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from .util import safefs
 from .agents import AgentError, StepFileError, make_agent
 from .llm.accounting import LLM_KINDS, UnpricedModelError, unpriced_message
 from .metrics import MetricUnavailable
+from .record.result import STAGES, junit_properties, saved_run_of
 from .reporting.properties import run_properties
 from .reporting.resume import reuse_finished_run
 from .store.run_folders import RunsDirBusy, release_all
@@ -255,9 +255,9 @@ class TaskItem(pytest.Item):
             self._run_or_reuse()
             return
         except BaseException as e:
-            saved = getattr(e, "amb_saved", None)  # an errored run on disk: the reports count it apart
+            saved = saved_run_of(e)  # an errored run on disk: the reports count it apart
             if saved is not None:  # whatever the exception (a bug's too): the saved run reaches the reports
-                for key, value in properties(*saved).items():
+                for key, value in properties(saved.result, saved.path).items():
                     self.user_properties.append((key, value))
             if not isinstance(e, KNOWN_FAULTS):
                 raise  # a bug, an interrupt or pytest's own skip: pytest reports it as it is
@@ -315,7 +315,7 @@ def describe(r: dict) -> str:
     s = r["stages"]
     errs = r["task_metrics"].get("case_errors") or []
     text = (f"overall {r['overall']:.1f} (agentic {100 * r['agentic']:.1f}, task {100 * r['task_score']:.1f}; "
-            f"S1-S5 {' '.join(f'{100 * s[k]:.0f}' for k in ('S1', 'S2', 'S3', 'S4', 'S5'))}), "
+            f"S1-S5 {' '.join(f'{100 * s[k]:.0f}' for k in STAGES)}), "
             f"completion {100 * r['completion_rate']:.0f}%, {r['turns']} turns")
     if errs:
         text += f"; case errors: {'; '.join(errs[:5])}" + (f" (+{len(errs) - 5} more)" if len(errs) > 5 else "")
@@ -325,16 +325,7 @@ def describe(r: dict) -> str:
 def properties(r: dict, result_path: Path) -> dict:
     """Flat builtin properties (they must survive pytest-xdist and JUnit)."""
     props = {
-        "amb_run_id": r["run_id"], "amb_task_id": r["task_id"], "amb_track": r["track"], "amb_tier": r["tier"],
-        "amb_model": r["model"], "amb_repeat": r["repeat"],
-        "amb_overall": r["overall"], "amb_agentic": r["agentic"], "amb_task": r["task_score"],
-        **{f"amb_{k.lower()}": v for k, v in r["stages"].items()},
-        "amb_completion": r["completion_rate"], "amb_turns": r["turns"], "amb_wall_time_s": r["wall_time_s"],
-        "amb_failure_mode": r["failure_mode"] or "none", "amb_medal": r["medal"] or "none",
-        "amb_error_codes": ",".join(c["code"] for c in r.get("error_codes") or []) or "none",
-        "amb_tokens": sum(r["tokens"].values()),
-        "amb_cost_usd": r["cost_usd"] if r["cost_usd"] is not None else "unknown",
-        "amb_result": os.fspath(result_path),
+        **junit_properties(r, result_path),  # the run's own (record/result.py)
         **run_properties(r),  # E-codes, comparable, judge fallback, ReX-MLE percentile/medal (reporting/properties.py)
     }
     return {k: safefs.shown(v) if isinstance(v, str) else v for k, v in props.items()}

@@ -84,8 +84,10 @@ class RayTestCluster:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = None, network: bool = False) -> Path:
-    """root/suite with one tiny task per entry (task id -> step list); returns the suite folder."""
+def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = None, network: bool = False,
+                solution: bool = False) -> Path:
+    """root/suite with one tiny task per entry (task id -> step list); returns the suite folder.
+    `solution`: each task names a solution report (for --amb-with-solution)."""
     suite = root / "suite"
     suite.mkdir(parents=True, exist_ok=True)
     shutil.copy(FIXTURES / "tiny" / "tiny_prep.py", suite)
@@ -96,6 +98,9 @@ def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = Non
                     policy={"time_limit_s": 300, "max_turns": 20, "cell_timeout_s": 200, "network": network})
         if resources:
             spec["resources"] = resources
+        if solution:
+            (suite / f"{task_id}.solution.md").write_text("Threshold at 50 and 150.\n")
+            spec["solution"] = {"file": f"{task_id}.solution.md"}
         (suite / f"{task_id}.task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return suite
 
@@ -160,7 +165,7 @@ def controller(cluster: RayTestCluster, root: Path, resume: bool = False, retrie
 
 def run_specs(ex, suite: Path, repeats: int = 1) -> list:
     """The RunSpecs of every task in `suite` (data prepared here: the canonical version), as start() makes."""
-    from pytest_automedbench.store import run_folders as runfiles
+    from pytest_automedbench.record import key
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import placement_for
     from pytest_automedbench.executors.base import RunSpec, manifest_hash, portable_settings
@@ -173,9 +178,9 @@ def run_specs(ex, suite: Path, repeats: int = 1) -> list:
         data = ensure_prepared(task, ex.settings.data_dir)
         for r in range(1, repeats + 1):
             specs.append(RunSpec(
-                run_id=runfiles.run_id(task.spec.id, "lite", "reference", r), name=f"{task.spec.id}[r{r}]",
+                run_id=key.task_run_id(task, "lite", r, ex.settings), name=f"{task.spec.id}[r{r}]",
                 task_path=str(task_file), task_id=task.spec.id, track=task.spec.track, tier="lite", repeat=r,
-                config_hash=runfiles.config_hash(task, "lite", r, ex.settings), placement=placement_for(task, options),
+                config_hash=key.config_hash(task, "lite", r, ex.settings), placement=placement_for(task, options),
                 network=task.spec.policy.network, data_key=f"{task.spec.id}/{task.spec.version}",
                 data_hash=manifest_hash(data.root), settings=portable_settings(ex.settings)))
     return specs

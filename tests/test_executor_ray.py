@@ -128,6 +128,18 @@ def test_runs_spread_over_nodes_pinned_to_gpus_returned_as_archives_and_score_as
     assert not amb_actors_left(cluster)
 
 
+def test_a_run_under_conditions_is_settled_under_its_own_id(cluster, tmp_path):
+    """Archive return: the controller settles the node's folder by the spec's run id, which must be the
+    one the node made (with the conditions), not the default one."""
+    from run_key_checks import CONDITIONS, check_conditions_run, conditions_suite
+
+    conditions_suite(tmp_path)
+    p = run(tmp_path, *ray_args(cluster), "--amb-ray-results=archive", *CONDITIONS)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    check_conditions_run(tmp_path, p.stdout)
+    assert not amb_actors_left(cluster)
+
+
 def amb_actors_left(cluster) -> list[str]:
     """Slots of any amb namespace still alive (the data registry stays by design)."""
     return slots_left(cluster.address)

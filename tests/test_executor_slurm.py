@@ -16,6 +16,8 @@ pytest.importorskip("submitit", reason="the Slurm executor's tests need the `slu
 from conftest import FIXTURES  # noqa: E402
 from executor_cluster import SOLVE, results, session_cmd, wait_for, write_suite  # noqa: E402
 from inner_session import inner_env  # noqa: E402
+
+from pytest_automedbench.record.result import saved_run_of  # noqa: E402
 from test_executor_ray import held, hold_step, release, sleepers  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
@@ -160,7 +162,7 @@ def test_a_job_result_counts_only_for_its_own_run_and_an_outside_interrupt_is_lo
     interrupted = {"error": "KeyboardInterrupt", "kind": "interrupted", "saved": mine, "saved_path": str(tmp_path)}
     with pytest.raises(InfraError, match="interrupted from outside the controller") as lost:
         ex._outcome(spec, FakeJob(interrupted))
-    assert lost.value.saved[0] is mine  # the run's own record of itself is kept
+    assert saved_run_of(lost.value).result is mine  # the run's own record of itself is kept
     ex.cancelled.add(spec.run_id)  # this controller's own scancel (Ctrl-C): not lost
     assert ex._outcome(spec, FakeJob(interrupted))["kind"] == "interrupted"
 
@@ -233,3 +235,15 @@ def test_a_dead_controllers_job_is_cancelled_when_its_run_is_submitted_again(tmp
     ex.submit([spec])
     assert cancelled == [["scancel", "11"]] and launched == [spec]  # 12 is not this run's job: left alone
     assert "r__lite__reference__r1@old" not in ex._registered() and "other__lite__reference__r1@x" in ex._registered()
+
+
+def test_a_run_under_conditions_is_accepted_with_its_own_id(tmp_path):
+    """The node's result carries the run id with its conditions; the controller's spec must too
+    (a Slurm result whose id differs from the spec's is refused as another run's)."""
+    from run_key_checks import CONDITIONS, check_conditions_run, conditions_suite
+
+    conditions_suite(tmp_path)
+    p = start(tmp_path, *CONDITIONS)
+    out, _ = p.communicate(timeout=240)
+    assert p.returncode == 0, out[-3000:]
+    check_conditions_run(tmp_path, out)

@@ -265,7 +265,7 @@ def test_width_comes_from_the_terminal(monkeypatch, session_doc):
 
 
 def test_a_run_seen_only_through_its_properties_keeps_medal_and_flags():
-    from pytest_automedbench.reporting.controller import _from_properties
+    from pytest_automedbench.record.result import from_properties as _from_properties
 
     for r in (rex_run("isles22", pct=0.6, above=True), rex_run("dentex", failed=True), run(comparable=False)):
         back = _from_properties({"amb_run_id": r["run_id"], "amb_medal": r["medal"], **properties.run_properties(r)})

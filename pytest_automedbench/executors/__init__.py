@@ -55,7 +55,7 @@ def spec_for(item, settings: RunSettings, options: ExecutorSettings, portable) -
     the item then skips itself, as a local run would)."""
     from ..data import DataNotPrepared, ensure_prepared
     from ..reporting.resume import reuse_finished_run
-    from ..store.run_folders import config_hash, run_id
+    from ..record.key import run_key
     from .base import manifest_hash
 
     task = item.task
@@ -65,9 +65,10 @@ def spec_for(item, settings: RunSettings, options: ExecutorSettings, portable) -
         data = ensure_prepared(task, settings.data_dir)  # the canonical version: prepared once, here
     except DataNotPrepared:
         return None
-    return RunSpec(run_id=run_id(task.spec.id, item.tier, settings.model, item.repeat), name=item.name,
+    key = run_key(task, item.tier, item.repeat, settings)  # the node's run makes the same (record/key.py)
+    return RunSpec(run_id=key.run_id, name=item.name,
                    task_path=str(Path(task.path).resolve()), task_id=task.spec.id, track=task.spec.track,
-                   tier=item.tier, repeat=item.repeat, config_hash=config_hash(task, item.tier, item.repeat, settings),
+                   tier=item.tier, repeat=item.repeat, config_hash=key.config_hash,
                    placement=placement_for(task, options), network=task.spec.policy.network,
                    data_key=f"{task.spec.id}/{task.spec.version}", data_hash=manifest_hash(data.root),
                    settings=portable)

@@ -120,8 +120,8 @@ class Executor(Protocol):
              on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
         """Block until the run ends (`on_phase`: where it is, `on_progress`: the node's progress state
         for the live display); its folder is then in the runs dir and its result.json content is
-        returned. Raises ExecutorError (InfraError for a lost node) with `amb_saved` when an errored run
-        was saved, or the runner's own error class for the runner's own faults."""
+        returned. Raises ExecutorError (InfraError for a lost node) carrying the saved run when an errored run
+        was saved (record/result.py `with_saved_run`), or the runner's own error class for the runner's own faults."""
 
     def shutdown(self, interrupted: bool) -> None:
         """End the session: cancel what is still running (softly, then by force when `interrupted` or

@@ -37,6 +37,7 @@ def run(spec_file: Path, outcome_file: Path) -> int:
     from ..data import DataNotPrepared
     from ..agents import AgentUnavailable
     from ..util.atomic_files import atomic_write
+    from ..record.result import saved_run_of
     from ..run.runner import execute_on_node
     from .base import node_settings
 
@@ -54,10 +55,10 @@ def run(spec_file: Path, outcome_file: Path) -> int:
     except (DataNotPrepared, AgentUnavailable) as e:
         outcome = {"error": str(e), "kind": "skip", "saved": None}
     except BaseException as e:  # noqa: BLE001 - reported to the controller, which raises it there
-        saved = getattr(e, "amb_saved", None)
+        saved = saved_run_of(e)
         kind = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
         outcome = {"error": str(e) or type(e).__name__, "kind": kind, "type": type(e).__name__,
-                   "saved": saved[0] if saved else None, "saved_path": str(saved[1]) if saved else None}
+                   "saved": saved.result if saved else None, "saved_path": str(saved.path) if saved else None}
     atomic_write(outcome_file, json.dumps(outcome, default=str))
     return 0
 

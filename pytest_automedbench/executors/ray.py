@@ -41,6 +41,7 @@ from typing import Any, Callable
 import pytest
 
 from ..util import safefs
+from ..record import result as run_result
 from ..store.run_folders import RunFolder, session_id, settle
 from .base import ExecutorError, InfraError, NodeFacts, Placement, RunSpec, namespace_for
 from .ray_registry import registry
@@ -537,8 +538,7 @@ class RayExecutor:
             pytest.skip(outcome["error"])
         err = ExecutorError(f"{spec.name} (on {state['node']['host']}): {outcome['error']}")
         if outcome.get("saved"):
-            path = placed or Path(outcome["saved_path"])
-            err.amb_saved = (outcome["saved"], path / "result.json" if path.is_dir() else path)
+            run_result.with_saved_run(err, outcome["saved"], placed or Path(outcome["saved_path"]))
         raise err
 
     def _unpack(self, spec: RunSpec, packed: bytes, result: dict | None) -> Path | None:

@@ -41,6 +41,7 @@ from typing import Any, Callable
 import pytest
 
 from ..util.atomic_files import atomic_write
+from ..record import result as run_result
 from ..store.run_folders import session_id
 from .base import ExecutorError, InfraError, RunSpec, namespace_for
 from .saving import save_errored
@@ -174,11 +175,9 @@ class SlurmExecutor:
                 lost = e
             self._register(spec, None)
             if spec.attempt >= self.infra_retries:
-                saved = getattr(lost, "saved", None)
+                saved = run_result.saved_run_of(lost)
                 if saved is not None:  # the run saved itself (interrupted, with its trace): keep that record
-                    err = InfraError(str(lost))
-                    err.amb_saved = saved
-                    raise err
+                    raise run_result.with_saved_run(InfraError(str(lost)), saved.result, saved.path)
                 raise save_errored(self.settings, spec, "infra_error", str(lost), InfraError(str(lost)),
                                    node={"executor": "slurm", "job_id": getattr(lost, "job_id", None)})
             spec.attempt += 1
@@ -193,7 +192,7 @@ class SlurmExecutor:
             pytest.skip(outcome["error"])
         err = ExecutorError(f"{spec.name} (Slurm): {outcome['error']}")
         if outcome.get("saved"):
-            err.amb_saved = (outcome["saved"], Path(outcome["saved_path"]))
+            run_result.with_saved_run(err, outcome["saved"], outcome["saved_path"])
         raise err
 
     def _wait_once(self, spec: RunSpec, on_phase) -> dict[str, Any]:
@@ -245,7 +244,7 @@ class SlurmExecutor:
             lost = self._lost(spec, job, "interrupted from outside the controller (scancel, preemption or a "
                                          "time limit)")
             if outcome.get("saved"):
-                lost.saved = (outcome["saved"], Path(outcome["saved_path"]))
+                run_result.with_saved_run(lost, outcome["saved"], outcome["saved_path"])
             raise lost
         return outcome
 

@@ -18,8 +18,7 @@ from ..record.trace import RunRecord
 from .code import CodeFacts
 from .evidence import Cell, cases_after, full_run, read_run, third_party
 from .vocabulary import PLAN_FILES
-
-STAGES = ("S1", "S2", "S3", "S4", "S5")
+from ..record.result import STAGES
 
 
 def _setup(f: CodeFacts) -> bool:

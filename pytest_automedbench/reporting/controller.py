@@ -16,7 +16,10 @@ import pytest
 from .. import __version__
 from ..util import safefs
 from ..util.atomic_files import atomic_write
-from ..store.run_folders import run_id, try_read_result
+from ..record import result as run_result
+from ..record.key import run_id, task_run_id
+from ..record.result import STAGES
+from ..store.run_folders import try_read_result
 from . import baseline as baselines
 from . import rexmle
 from .leaderboard import aggregate, error_analysis
@@ -102,7 +105,7 @@ class ResultsCollector:
             self.ranking_import = threading.Thread(target=_import_ranking, name="amb-import-ranking", daemon=True)
             self.ranking_import.start()
         result = try_read_result(props.get("amb_result"))  # None: damaged or gone (runfiles)
-        self.runs[run_id] = result if result is not None else _from_properties(props)
+        self.runs[run_id] = result if result is not None else run_result.from_properties(props)
         self.runs[run_id]["outcome_nodeid"] = report.nodeid
         if props.get("amb_reused"):
             self.reused.add(run_id)
@@ -118,7 +121,7 @@ class ResultsCollector:
         """A pytest-xdist worker died (kill -9, a segfault) while running `crashitem`: its run is in no
         report's properties, so it is built here from the node id, marked `lost` (errored: counted
         apart, in no score) and left out of the runs dir, so --amb-resume runs it again."""
-        run = lost_run(crashitem, self.settings.model, str(getattr(report, "longrepr", "") or "the worker crashed"))
+        run = lost_run(crashitem, self.settings, str(getattr(report, "longrepr", "") or "the worker crashed"), self.config)
         if run is not None and run["run_id"] not in self.runs:
             run["outcome_nodeid"] = crashitem
             self.runs[run["run_id"]] = run
@@ -224,7 +227,7 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
     overall = r.get("overall")
     return (f"amb {r.get('run_id')}: overall {'-' if overall is None else f'{overall:.1f}'} "
             f"agentic {pct(r.get('agentic'))} task {pct(r.get('task_score'))} "
-            f"S1-S5 {'/'.join(pct(st.get(s)) for s in ('S1', 'S2', 'S3', 'S4', 'S5'))} "
+            f"S1-S5 {'/'.join(pct(st.get(s)) for s in STAGES)} "
             f"compl {pct(r.get('completion_rate'))} {medal} {r.get('failure_mode') or 'ok'} {r.get('turns')} turns "
             f"{fmt_seconds(r.get('wall_time_s'))} {fmt_tokens(tokens)} tokens"
             + ("" if r.get("comparable") is not False else " (not comparable)")
@@ -234,39 +237,27 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
 ITEM_NAME = re.compile(r"::(?P<track>[^/:]+)/(?P<task>[^\[/:]+)\[(?P<tier>[a-z]+)(?:-r(?P<repeat>\d+))?\]$")
 
 
-def lost_run(nodeid: str, model: str, why: str) -> dict[str, Any] | None:
+def lost_run(nodeid: str, settings, why: str, config) -> dict[str, Any] | None:
     """The run of a benchmark item whose worker died, from its node id (plugin.TaskFile names items
-    `<track>/<task id>[<tier>(-r<repeat>)]`); None for any other test."""
+    `<track>/<task id>[<tier>(-r<repeat>)]` in `<task file>`); None for any other test. Its id is the
+    one the run would have had (record/key.py: the task file is read again for its conditions)."""
     m = ITEM_NAME.search(nodeid)
     if m is None:
         return None
-    repeat = int(m["repeat"] or 1)
-    return {"run_id": run_id(m["task"], m["tier"], model, repeat), "task_id": m["task"], "track": m["track"],
-            "tier": m["tier"], "model": model, "repeat": repeat, "overall": 0.0, "agentic": 0.0, "task_score": 0.0,
-            "completion_rate": 0.0, "stages": {s: 0.0 for s in ("S1", "S2", "S3", "S4", "S5")}, "medal": None,
-            "failure_mode": "lost", "errored": True, "lost": True, "error_codes": [], "violations": [],
-            "turns": 0, "wall_time_s": None, "tokens": {}, "cost_usd": None,
-            "error": safefs.shown(f"lost: {why}"[:500])}
+    repeat, model = int(m["repeat"] or 1), settings.model
+    return run_result.lost(run_id=_lost_run_id(nodeid, m["task"], m["tier"], repeat, settings, config),
+                           task_id=m["task"], track=m["track"], tier=m["tier"], model=model, repeat=repeat,
+                           message=safefs.shown(f"lost: {why}"[:500]))
 
 
-def _from_properties(props: dict[str, Any]) -> dict[str, Any]:
-    """A run seen only through its properties (its result.json was not readable here)."""
-    r = {
-        "run_id": props["amb_run_id"], "task_id": props.get("amb_task_id"), "track": props.get("amb_track"),
-        "tier": props.get("amb_tier"), "model": props.get("amb_model"), "repeat": props.get("amb_repeat"),
-        "overall": props.get("amb_overall"), "agentic": props.get("amb_agentic"), "task_score": props.get("amb_task"),
-        "stages": {s: props.get(f"amb_{s.lower()}") for s in ("S1", "S2", "S3", "S4", "S5")},
-        "completion_rate": props.get("amb_completion"), "turns": props.get("amb_turns"),
-        "wall_time_s": props.get("amb_wall_time_s"), "medal": props.get("amb_medal"),
-        "failure_mode": None if props.get("amb_failure_mode") == "none" else props.get("amb_failure_mode"),
-        "comparable": props.get("amb_comparable", True) is not False, "errored": bool(props.get("amb_errored")),
-    }
-    if props.get("amb_rexmle_challenge") is not None:
-        failed, medal = bool(props.get("amb_rexmle_failed")), props.get("amb_rexmle_medal")
-        r["medal"] = None
-        r["rexmle"] = {"challenge": props["amb_rexmle_challenge"], "failed": failed,
-                       "percentile": None if failed else props.get("amb_percentile"),
-                       "mean_position": props.get("amb_rexmle_mean_position"), "n_humans": props.get("amb_rexmle_n_humans"),
-                       "medal": medal if medal in ("gold", "silver", "bronze") else None,
-                       "above_median": medal in ("gold", "silver", "bronze", "above median")}
-    return r
+def _lost_run_id(nodeid: str, task_id: str, tier: str, repeat: int, settings, config) -> str:
+    """The lost run's id with its conditions; without them when its task file no longer loads."""
+    from ..tasks import load_task_file
+
+    try:
+        task = load_task_file(Path(config.rootpath) / nodeid.split("::", 1)[0])
+        if task.spec.id == task_id:
+            return task_run_id(task, tier, repeat, settings)
+    except Exception:  # noqa: BLE001 - a task file changed or gone since collection: the plain id
+        pass
+    return run_id(task_id, tier, settings.model, repeat)

@@ -17,8 +17,8 @@ from typing import Any
 from ..scoring import failure_codes as errors
 from . import rexmle
 from .stats import summarize
+from ..record.result import STAGES
 
-STAGES = ("S1", "S2", "S3", "S4", "S5")
 #: metric name -> how to read it from a result (units as in result.json: overall 0-100, the rest 0-1)
 METRICS = {
     "overall": lambda r: r.get("overall"),

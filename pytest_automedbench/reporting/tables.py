@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-STAGES = ("S1", "S2", "S3", "S4", "S5")
+from ..record.result import STAGES
+
 MEDALS = ("A", "B", "C", "F")
 SCALE = {"overall": 1, "turns": 1, "wall_time_s": 1, "tokens": 1, "cost_usd": 1}
 #: metrics whose cells are tinted: True = higher is better, False = lower is better

@@ -21,6 +21,8 @@ from .. import __version__
 from ..scoring import formulas as scoring, guard as scoring_guard
 from ..agents import Agent, AgentError
 from ..agents.loop import AgentLoop, Limits
+from ..record import result as run_result
+from ..record.result import RESULT_SCHEMA_VERSION
 from ..record.trace import RunRecord
 from ..data import TaskData
 from ..executors.base import ExecutorError
@@ -29,24 +31,14 @@ from .gpu_usage import sampler_for
 from ..judge import judge_for, judge_run
 from ..metrics import TrackResult, load_in_background, preflight
 from .conditions import give_solution, run_settings
-from ..store.run_folders import (  # noqa: F401 (re-exported)
-    RunFilesError,
-    config_hash,
-    node_session,
-    run_id,
-    start_run,
-    task_run_id,
-    write_run_files,
-)
+from ..record.key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported)
+from ..store.run_folders import RunFilesError, node_session, start_run, write_run_files  # noqa: F401 (re-exported)
 from ..sandbox import SandboxConfig, SandboxError
 from ..sandbox.isolation import comparability
 from ..sandbox.guard import PolicyGuard, disqualify_escaping_links, forbidden_paths
 from ..session.settings import RunSettings
 from ..tasks import LoadedTask, TaskSpecError
 from ..tasks.brief import build_brief
-
-RESULT_SCHEMA_VERSION = 1
-
 
 @functools.lru_cache(maxsize=64)  # once per task folder and process, not a git subprocess per run
 def git_rev(folder: Path) -> str | None:
@@ -85,14 +77,18 @@ def failure_mode(record: RunRecord, track: TrackResult) -> str | None:
 
 
 def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, data: TaskData,
-              llm_judge=None, metric_hook=None) -> dict[str, Any]:
-    """Everything result.json says about how well the run did (labels record.trace with stages)."""
+              llm_judge=None, metric_hook=None, timings: dict[str, float] | None = None) -> dict[str, Any]:
+    """Everything result.json says about how well the run did (labels record.trace with stages).
+    `timings` gets `scoring_s` (the track metric and its guard) and `judge_s` (the judge) added."""
     spec = task.spec
     outputs = workspace / "outputs"
     outputs.mkdir(parents=True, exist_ok=True)
+    clock = time.monotonic()
     track = scoring_guard.evaluate(spec, outputs, data.private, data.public, metric_hook)  # bounded (robust, #19)
+    clock = _lap(timings, "scoring_s", clock)
     verdicts, judge_info = judge_run(record, workspace, spec.track, tier, track.n_cases, llm_judge, data.public,
                                      brief=build_brief(spec, tier), inference_only=spec.policy.inference_only)
+    _lap(timings, "judge_s", clock)
     bands, relative = scoring.medal_bands(spec.track, spec.medals, track)
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
@@ -125,6 +121,14 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         **({"rexmle": section} if section else {}),
         **({"mlebench": mle} if mle else {}),
     }
+
+
+def _lap(timings: dict[str, float] | None, part: str, since: float) -> float:
+    """Add the seconds since `since` to timings[part]; returns now."""
+    now = time.monotonic()
+    if timings is not None:
+        timings[part] = round((timings.get(part) or 0.0) + now - since, 3)
+    return now
 
 
 def rexmle_medal(section: dict[str, Any]) -> str | None:
@@ -197,14 +201,6 @@ def _outputs_folder(workspace: Path) -> None:
     outputs.mkdir(exist_ok=True)
 
 
-def unscored(error: BaseException) -> dict[str, Any]:
-    """result.json's score fields for a run that could not be scored (errored: never an agent score)."""
-    return {"overall": 0.0, "agentic": 0.0, "task_score": 0.0, "completion_rate": 0.0, "format_valid": False,
-            "stages": {s: 0.0 for s in ("S1", "S2", "S3", "S4", "S5")}, "stage_evidence": {},
-            "task_metrics": {}, "medal": None, "failure_mode": "scoring_error", "error_codes": [],
-            "scoring_error": f"{type(error).__name__}: {error}"[:2000]}
-
-
 def _failure_of(error: BaseException) -> str:
     if isinstance(error, AgentError):
         return "agent_error"
@@ -230,7 +226,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         scorer_module = preflight(spec, metric_hook)  # a metric that cannot run here refuses before any spending
     except LookupError as e:  # a metric.module that does not import: one line naming the task file
         raise TaskSpecError(task.path, "metric.module", str(e).removeprefix("metric.module ")) from None
-    rid = task_run_id(task, tier, repeat, settings)
+    key = run_key(task, tier, repeat, settings)
+    rid = key.run_id
     options = settings.sandbox_options
     folder = start_run(settings.runs_dir, rid,
                        options.disk_mb if options is not None and options.workspace_fs == "loop" else None)
@@ -254,11 +251,13 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     error: BaseException | None = None
     scorer_loading = None
     gpu = sampler_for(config.gpus, sandbox)  # NVML samples of the run's own processes (gpu_usage.py)
+    agent_clock: float | None = None
     try:
         with sandbox:
             agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
             gpu.start()
+            agent_clock = time.monotonic()
             record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
                                cost_fn=settings.cost_fn, on_step=on_step).run(brief)
     except BaseException as exc:  # an infrastructure fault or an interrupt: keep the partial run (tokens spent)
@@ -269,6 +268,8 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         error = exc
     finally:
         gpu_used = gpu.stop()  # None on CPU
+        timings: dict[str, float | None] = {"agent_s": _seconds_since(agent_clock),
+                                            "judge_s": None, "scoring_s": None}
     scores: dict[str, Any] | None = None
     scoring_error: Exception | None = None
     try:
@@ -277,9 +278,11 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         if error is None or isinstance(error, Exception):  # an interrupted run is saved, not scored
             _outputs_folder(workspace)
             disqualify_escaping_links(record, workspace)
+            clock = time.monotonic()
             replayed = replay_checks(record, workspace, config, settings, spec.policy.inference_only,
                                      getattr(spec.cases, "count", 0) or 0)
-            scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook)
+            _lap(timings, "judge_s", clock)  # the replays are the judge's
+            scores = score_run(task, tier, record, workspace, data, llm_judge, metric_hook, timings)
             if replayed is not None:
                 scores["judge"]["replay"] = replayed
     except Exception as exc:  # noqa: BLE001 - the run is saved below, marked errored
@@ -287,10 +290,9 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     finally:
         if error is None and sys.exc_info()[1] is not None:  # interrupted while scoring
             error = sys.exc_info()[1]
-        result = {
-            "schema_version": RESULT_SCHEMA_VERSION,
-            "run_id": rid, "task_id": spec.id, "track": spec.track, "tier": tier, "model": settings.model,
-            "repeat": repeat, **(scores if scores is not None else unscored(scoring_error or error)),
+        head = {"schema_version": RESULT_SCHEMA_VERSION, "run_id": rid, "task_id": spec.id, "track": spec.track,
+                "tier": tier, "model": settings.model, "repeat": repeat}
+        result = run_result.scored(head, scores if scores is not None else run_result.unscored(scoring_error or error), {
             "violations": record.violations,
             "turns": record.turns, "wall_time_s": record.wall_time_s, "harness_s": record.harness_s,
             "ended_by": record.ended_by,
@@ -299,9 +301,10 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
             # special files (FIFOs, sockets, devices) the sandbox removed from the workspace after the run
             "sanitised": list(getattr(getattr(sandbox, "inner", sandbox), "removed", []))[:100],
             "tokens": record.usage.as_dict(), "cost_usd": record.cost_usd,
-            "started_at": started_at, "config_hash": config_hash(task, tier, repeat, settings),
+            "started_at": started_at, "config_hash": key.config_hash,
             "settings": run_conditions,
             "gpu": gpu_used,
+            "timings": timings,
             "provenance": {
                 "plugin_version": __version__, "task_version": spec.version, "git_rev": git_rev(task.folder),
                 "model_id": agent.model_id, "sandbox": sandbox.name, "isolation": sandbox.isolation,
@@ -310,27 +313,26 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
                 "task_file": str(task.path),
                 **getattr(agent, "provenance", dict)(),  # a bridged agent: its models by role
             },
-        }
+        })
         if error is not None:  # marked errored; the test ends as an ERROR with the fault's message
-            result.update(failure_mode=_failure_of(error), errored=True, error=str(error) or type(error).__name__)
+            message = str(error) or type(error).__name__
+            failure = _failure_of(error)
+            result = (run_result.interrupted(result, message) if failure == "interrupted"
+                      else run_result.errored(result, failure, message))
         elif scoring_error is not None:
-            result.update(errored=True, error=f"scoring failed: {type(scoring_error).__name__}: {scoring_error}")
+            result = run_result.errored(result, None, f"scoring failed: {type(scoring_error).__name__}: {scoring_error}")
         placed = folder.commit(result, record)
-    if error is not None:
-        raise _saved(error, result, placed)
+    if error is not None:  # the saved run travels with the error (record/result.py SavedRun)
+        raise run_result.with_saved_run(error, result, placed)
     if scoring_error is not None:
-        raise _saved(ScoringError(f"{rid}: scoring failed ({type(scoring_error).__name__}: {scoring_error}); "
-                                  "the run is saved as errored"), result, placed) from scoring_error
+        raise run_result.with_saved_run(
+            ScoringError(f"{rid}: scoring failed ({type(scoring_error).__name__}: {scoring_error}); "
+                         "the run is saved as errored"), result, placed) from scoring_error
     return result
 
 
-def _saved(error: BaseException, result: dict[str, Any], folder: Path) -> BaseException:
-    """Tell the plugin where the errored run was saved (`amb_saved`), so the reports count it apart."""
-    try:
-        error.amb_saved = (result, folder / "result.json")  # type: ignore[attr-defined]
-    except AttributeError:  # an exception type without a __dict__
-        pass
-    return error
+def _seconds_since(clock: float | None) -> float | None:
+    return None if clock is None else round(time.monotonic() - clock, 3)
 
 
 def execute_on_node(task_path: str | Path, tier: str, repeat: int, settings: RunSettings, session: str,
@@ -360,9 +362,9 @@ def execute_on_node(task_path: str | Path, tier: str, repeat: int, settings: Run
         try:
             result = execute(task, tier, repeat, agent, data, settings, on_step=on_step)
         except BaseException as e:
-            saved = getattr(e, "amb_saved", None)
+            saved = run_result.saved_run_of(e)
             if saved is not None:
-                _stamp_node(saved[0], Path(saved[1]), node)
+                _stamp_node(saved.result, saved.path, node)
             raise
         _stamp_node(result, Path(settings.runs_dir) / result["run_id"] / "result.json", node)
         return result

@@ -27,7 +27,6 @@ import ctypes
 import dataclasses
 import errno
 import fcntl
-import hashlib
 import itertools
 import json
 import os
@@ -39,8 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..record.trace import Usage
-from ..record.trace import RunRecord, TraceEvent
+from ..record.key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported: the old import path)
+from ..record.result import RunResult, SchemaError, checked
+from ..record.trace import RunRecord, TraceEvent, Usage
 from . import loopfs
 from ..util import safefs
 from ..util.atomic_files import OutsideRoot, atomic_write, inside
@@ -51,10 +51,8 @@ STAGING, ERRORED, LEASE = ".staging", ".errored", ".amb-lease"
 OWNER = ".owner.json"  # in a staging box: the process making the run (run ids never start with ".")
 HEARTBEAT_S, STALE_S = 60.0, 600.0  # a record on another host is renewed this often, dead when this old
 _NUMBER = (int, float)
-# result.json keys every reader relies on, with their types (bool is not a number here)
-REQUIRED = {"schema_version": int, "run_id": str, "task_id": str, "tier": str, "model": str, "repeat": int,
-            "overall": _NUMBER, "agentic": _NUMBER, "task_score": _NUMBER, "completion_rate": _NUMBER,
-            "stages": dict, "failure_mode": (str, type(None))}
+# result.json keys every reader relies on (the required fields of record/result.py's RunResult)
+REQUIRED = tuple(name for name, field in RunResult.model_fields.items() if field.is_required())
 
 
 class RunFilesError(Exception):
@@ -65,22 +63,7 @@ class RunsDirBusy(RunFilesError):
     """Another session is using the runs dir."""
 
 
-# -- naming ---------------------------------------------------------------------------------------
-def run_id(task_id: str, tier: str, model: str, repeat: int, conditions: str = "") -> str:
-    """`task__tier__model__r1`, or `task__tier__model__time72h-sol__r1` when the run's conditions
-    differ from the task's defaults (conditions.run_id_conditions)."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:60].strip("_") or "model"
-    cond = re.sub(r"[^A-Za-z0-9._-]+", "_", conditions)[:80].strip("_")
-    return f"{task_id}__{tier}__{slug}" + (f"__{cond}" if cond else "") + f"__r{repeat}"
-
-
-def task_run_id(task, tier: str, repeat: int, settings) -> str:
-    """The run id of this task x tier x repeat under the session's settings."""
-    from ..run.conditions import run_id_conditions
-
-    return run_id(task.spec.id, tier, settings.model, repeat, run_id_conditions(task, settings))
-
-
+# -- naming (the run key: record/key.py) -------------------------------------------------------
 def run_folder(runs_dir: Path | str, rid: str) -> Path:
     try:
         return inside(runs_dir, rid)
@@ -114,15 +97,13 @@ def _kind(value: Any) -> str:
 
 
 def check_result(result: Any, path: Path | str) -> dict[str, Any]:
-    """result.json's content if it has every REQUIRED key with its type, else RunFilesError."""
-    if not isinstance(result, dict):
-        raise RunFilesError(f"{path}: expected a JSON object, got {_kind(result)}")
-    for key, types in REQUIRED.items():
-        if key not in result:
-            raise RunFilesError(f"{path}: {key}: missing")
-        value = result[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
-            raise RunFilesError(f"{path}: {key}: unexpected {_kind(value)} {str(value)[:40]!r}")
+    """result.json's content if it fits the run record's type (record/result.py: the required keys
+    with their types, the optional ones typed when present), else RunFilesError naming the field.
+    A file from an earlier version fits: the keys it lacks are not required."""
+    try:
+        checked(result)
+    except SchemaError as e:
+        raise RunFilesError(f"{path}: {e}") from None
     return result
 
 
@@ -238,46 +219,6 @@ def _read_trace(path: Path) -> list[TraceEvent]:
 
 
 # -- reuse (--amb-resume) -----------------------------------------------------------------------------
-def _file_digest(path: Path | None) -> str | None:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
-    except OSError:
-        return None
-
-
-def _step_file(task, model: str) -> Path | None:
-    if model == "reference" and task.spec.reference_solution:
-        return task.resolve(task.spec.reference_solution)
-    kind, _, arg = model.partition(":")
-    return Path(arg).expanduser() if kind == "script" and arg else None
-
-
-def _judge_version() -> int:
-    from ..judge import JUDGE_VERSION  # a new judge's verdicts are not reused for an old one's
-
-    return JUDGE_VERSION
-
-
-def config_hash(task, tier: str, repeat: int, settings, legacy: bool = False) -> str:
-    """Everything that decides a run's outcome: the task file's bytes, tier, repeat, --amb-model (and
-    the step file's bytes for reference / script:), the sandbox, the limits that override the task's,
-    and the settings block's conditions (conditions.HASHED: effective limits, solution and its digest,
-    judge and its version, data version). `legacy`: the hash runs made before settings blocks carry."""
-    parts = {
-        "task_file": _file_digest(task.path), "tier": tier, "repeat": repeat, "model": settings.model,
-        "step_file": _file_digest(_step_file(task, settings.model)), "sandbox": settings.sandbox,
-        "limits": [settings.max_turns, settings.time_limit_s, settings.max_tokens, settings.max_cost_usd],
-        "judge_version": _judge_version(), "replay_cells": getattr(settings, "replay_cells", 0),
-    }
-    if getattr(settings, "replay_pilot", False):
-        parts["replay_pilot"] = True
-    if not legacy:
-        from ..run.conditions import hashed_conditions
-
-        parts["settings"] = hashed_conditions(task, settings)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
 def reusable_result(run_dir: Path, expected_hash: str, legacy_hash: str | None = None) -> dict[str, Any] | None:
     """The run's result when it is complete, not errored and made with the same configuration (a run
     saved before result.json had a `settings` block is matched on `legacy_hash`)."""
@@ -297,9 +238,8 @@ def reuse_finished_run(task, tier: str, repeat: int, settings) -> dict[str, Any]
     if not settings.resume:
         return None
     lease(settings.runs_dir)
-    folder = run_folder(settings.runs_dir, task_run_id(task, tier, repeat, settings))
-    return reusable_result(folder, config_hash(task, tier, repeat, settings),
-                           config_hash(task, tier, repeat, settings, legacy=True))
+    key = run_key(task, tier, repeat, settings)
+    return reusable_result(run_folder(settings.runs_dir, key.run_id), key.config_hash, key.legacy_hash)
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -309,11 +249,21 @@ def _disk_error(e: OSError, where: Path, what: str) -> RunFilesError:
     return RunFilesError(f"{where}: {what}: {e.strerror or e}")
 
 
-def write_run_files(run_dir: Path, result: dict[str, Any], record: RunRecord) -> None:
-    """conversation.json, trace.jsonl, then result.json (last: its presence means complete), each atomic."""
+def write_run_files(run_dir: Path, result: dict[str, Any], record: RunRecord) -> str | None:
+    """conversation.json, trace.jsonl, then result.json (last: its presence means complete), each atomic.
+
+    result.json is checked against the run record's type first; one that does not fit (a harness
+    bug) is still written, marked errored with the problem, which is returned (None: it fits)."""
+    try:
+        checked(result)
+        problem = None
+    except SchemaError as e:
+        problem = f"result.json does not fit its schema: {e}"
+        result = {**result, "errored": True, "error": f"{problem} (a harness bug; the run is kept)"}
     atomic_write(run_dir / "conversation.json", json.dumps(record.conversation, indent=1))
     atomic_write(run_dir / "trace.jsonl", "".join(json.dumps(e.as_dict()) + "\n" for e in record.trace))
-    atomic_write(run_dir / "result.json", json.dumps(result, indent=2))
+    atomic_write(run_dir / "result.json", json.dumps(result, indent=2, default=str))
+    return problem
 
 
 _counter = itertools.count()
@@ -356,15 +306,17 @@ class RunFolder:
 
         An errored run does not replace a finished one: it goes to .errored/<run-id>/ instead."""
         try:
-            write_run_files(self.staging, result, record)
+            problem = write_run_files(self.staging, result, record)
             if self.image is not None:  # a plain folder again before it is placed
                 loopfs.materialize(self.workspace, self.image)
         except OSError as e:
             self.discard()  # nothing half-written stays; the previous run, if any, is untouched
             raise _disk_error(e, self.runs_dir, f"the files of run {self.rid} could not be written "
                                                 "(the previous result, if any, is kept)") from None
-        target = settle(self.runs_dir, self.rid, self.staging, result)
+        target = settle(self.runs_dir, self.rid, self.staging, result if problem is None else {**result, "errored": True})
         self.discard()  # empty, or the previous run's folder
+        if problem is not None:  # saved, marked errored: the test is an ERROR naming the file and field
+            raise RunFilesError(f"{target / 'result.json'}: {problem}; the run is saved, marked errored")
         return target
 
 
