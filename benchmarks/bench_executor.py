@@ -52,7 +52,7 @@ def make_suite(root: Path, sleep_s: float) -> Path:
 def measure(n_nodes: int, runs: int, task_file: Path, root: Path) -> dict:
     from ray.cluster_utils import Cluster
 
-    from pytest_automedbench.record import key
+    from pytest_automedbench.run import key
     from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import Placement, RunSpec

@@ -53,7 +53,7 @@ def job_started(job_folder: Path) -> float:
 
 
 def measure(runs: int, task_file: Path, root: Path) -> list[dict]:
-    from pytest_automedbench.record import key
+    from pytest_automedbench.run import key
     from pytest_automedbench.store import run_folders as runfiles
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import Placement, RunSpec

@@ -165,7 +165,7 @@ def controller(cluster: RayTestCluster, root: Path, resume: bool = False, retrie
 
 def run_specs(ex, suite: Path, repeats: int = 1) -> list:
     """The RunSpecs of every task in `suite` (data prepared here: the canonical version), as start() makes."""
-    from pytest_automedbench.record import key
+    from pytest_automedbench.run import key
     from pytest_automedbench.data import ensure_prepared
     from pytest_automedbench.executors import placement_for
     from pytest_automedbench.executors.base import RunSpec, manifest_hash, portable_settings

@@ -1,5 +1,5 @@
 """What a run made under conditions (`--amb-time-limit`, `--amb-with-solution`) must look like, whatever
-executor made it: its folder and result.json carry the one run id (record/key.py) with the conditions
+executor made it: its folder and result.json carry the one run id (run/key.py) with the conditions
 named, and a resumed session finds it (the same configuration hash)."""
 from __future__ import annotations
 

@@ -105,4 +105,6 @@ def test_run_folder_names_stay_inside_the_runs_dir(tmp_path):
     for bad in ("..", "a/b", "/etc"):
         with pytest.raises(runfiles.RunFilesError, match="not a single folder name"):
             runfiles.run_folder(tmp_path, bad)
-    assert runfiles.run_id("t", "lite", "../../x y", 1) == "t__lite__.._.._x_y__r1"
+    from pytest_automedbench.run.key import run_id
+
+    assert run_id("t", "lite", "../../x y", 1) == "t__lite__.._.._x_y__r1"

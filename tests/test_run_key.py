@@ -1,4 +1,4 @@
-"""The one run key (record/key.py): run ids and configuration hashes under non-default conditions,
+"""The one run key (run/key.py): run ids and configuration hashes under non-default conditions,
 the same for the runner, the executors' specs, the controller's record of a lost run and resume;
 a run made with the task's defaults keeps the id it always had (old runs dirs resume)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from executor_cluster import run
 from run_key_checks import CONDITIONS, RID, TASK, check_conditions_run, conditions_suite
 
-from pytest_automedbench.record import key
+from pytest_automedbench.run import key
 from pytest_automedbench.session.settings import RunSettings
 from pytest_automedbench.tasks import load_task_file
 

@@ -9,7 +9,8 @@ from pytest_automedbench.run import conditions
 from pytest_automedbench.agents import NullAgent
 from pytest_automedbench.data import ensure_prepared
 from pytest_automedbench.reporting import baseline as bl
-from pytest_automedbench.store.run_folders import config_hash, reuse_finished_run, run_id, task_run_id
+from pytest_automedbench.reporting.resume import reuse_finished_run
+from pytest_automedbench.run.key import config_hash, run_id, task_run_id
 from pytest_automedbench.run.runner import execute
 from pytest_automedbench.sandbox.base import ExecResult, Sandbox
 from pytest_automedbench.session.settings import Factories, RunSettings

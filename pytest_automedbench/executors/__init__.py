@@ -55,7 +55,7 @@ def spec_for(item, settings: RunSettings, options: ExecutorSettings, portable) -
     the item then skips itself, as a local run would)."""
     from ..data import DataNotPrepared, ensure_prepared
     from ..reporting.resume import reuse_finished_run
-    from ..record.key import run_key
+    from ..run.key import run_key
     from .base import manifest_hash
 
     task = item.task
@@ -65,7 +65,7 @@ def spec_for(item, settings: RunSettings, options: ExecutorSettings, portable) -
         data = ensure_prepared(task, settings.data_dir)  # the canonical version: prepared once, here
     except DataNotPrepared:
         return None
-    key = run_key(task, item.tier, item.repeat, settings)  # the node's run makes the same (record/key.py)
+    key = run_key(task, item.tier, item.repeat, settings)  # the node's run makes the same (run/key.py)
     return RunSpec(run_id=key.run_id, name=item.name,
                    task_path=str(Path(task.path).resolve()), task_id=task.spec.id, track=task.spec.track,
                    tier=item.tier, repeat=item.repeat, config_hash=key.config_hash,

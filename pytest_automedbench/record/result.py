@@ -52,7 +52,7 @@ class RunResult(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     schema_version: StrictInt = Field(description="result.json's format version")
-    run_id: StrictStr = Field(description="the run key (record/key.py): task__tier__model[__conditions]__rN")
+    run_id: StrictStr = Field(description="the run key (run/key.py): task__tier__model[__conditions]__rN")
     task_id: StrictStr
     track: StrictStr | None = None
     tier: StrictStr
@@ -80,7 +80,7 @@ class RunResult(BaseModel):
     tokens: dict[str, StrictInt] = Field(default_factory=dict, description="input, output, cache_read, cache_write")
     cost_usd: Number | None = None
     started_at: StrictStr | None = None
-    config_hash: StrictStr | None = Field(default=None, description="what --amb-resume matches (record/key.py)")
+    config_hash: StrictStr | None = Field(default=None, description="what --amb-resume matches (run/key.py)")
     settings: dict[str, Any] | None = Field(default=None, description="the conditions (run/conditions.py)")
     provenance: dict[str, Any] = Field(default_factory=dict)
     timings: Timings | None = Field(default=None, description="seconds in the agent, the judge and the scoring")

@@ -17,7 +17,7 @@ from .. import __version__
 from ..util import safefs
 from ..util.atomic_files import atomic_write
 from ..record import result as run_result
-from ..record.key import run_id, task_run_id
+from ..run.key import run_id, task_run_id
 from ..record.result import STAGES
 from ..store.run_folders import try_read_result
 from . import baseline as baselines
@@ -240,7 +240,7 @@ ITEM_NAME = re.compile(r"::(?P<track>[^/:]+)/(?P<task>[^\[/:]+)\[(?P<tier>[a-z]+
 def lost_run(nodeid: str, settings, why: str, config) -> dict[str, Any] | None:
     """The run of a benchmark item whose worker died, from its node id (plugin.TaskFile names items
     `<track>/<task id>[<tier>(-r<repeat>)]` in `<task file>`); None for any other test. Its id is the
-    one the run would have had (record/key.py: the task file is read again for its conditions)."""
+    one the run would have had (run/key.py: the task file is read again for its conditions)."""
     m = ITEM_NAME.search(nodeid)
     if m is None:
         return None

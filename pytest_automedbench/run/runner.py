@@ -31,7 +31,7 @@ from .gpu_usage import sampler_for
 from ..judge import judge_for, judge_run
 from ..metrics import TrackResult, load_in_background, preflight
 from .conditions import give_solution, run_settings
-from ..record.key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported)
+from .key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported)
 from ..store.run_folders import RunFilesError, node_session, start_run, write_run_files  # noqa: F401 (re-exported)
 from ..sandbox import SandboxConfig, SandboxError
 from ..sandbox.isolation import comparability

@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..record.key import config_hash, run_id, run_key, task_run_id  # noqa: F401 (re-exported: the old import path)
 from ..record.result import RunResult, SchemaError, checked
 from ..record.trace import RunRecord, TraceEvent, Usage
 from . import loopfs
@@ -63,7 +62,7 @@ class RunsDirBusy(RunFilesError):
     """Another session is using the runs dir."""
 
 
-# -- naming (the run key: record/key.py) -------------------------------------------------------
+# -- naming (the run key: run/key.py) -------------------------------------------------------
 def run_folder(runs_dir: Path | str, rid: str) -> Path:
     try:
         return inside(runs_dir, rid)
@@ -231,15 +230,6 @@ def reusable_result(run_dir: Path, expected_hash: str, legacy_hash: str | None =
     if not (Path(run_dir) / "conversation.json").is_file() or not (Path(run_dir) / "trace.jsonl").is_file():
         return None
     return result
-
-
-def reuse_finished_run(task, tier: str, repeat: int, settings) -> dict[str, Any] | None:
-    """With --amb-resume, the finished run this item would redo, else None (an errored run is redone)."""
-    if not settings.resume:
-        return None
-    lease(settings.runs_dir)
-    key = run_key(task, tier, repeat, settings)
-    return reusable_result(run_folder(settings.runs_dir, key.run_id), key.config_hash, key.legacy_hash)
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -601,7 +591,7 @@ def _recover(runs_dir: Path) -> None:
         safefs.remove_tree(box)
 
 
-__all__ = ["REQUIRED", "RunFilesError", "RunFolder", "RunsDirBusy", "check_result", "config_hash", "is_errored",
-           "lease", "load_run", "node_session", "place", "read_result", "release", "release_all", "reusable_result", "reuse_finished_run",
-           "run_folder", "run_folders", "run_id", "session_id", "settle", "start_run", "task_run_id", "try_read_result", "viewer_files",
+__all__ = ["REQUIRED", "RunFilesError", "RunFolder", "RunsDirBusy", "check_result", "is_errored",
+           "lease", "load_run", "node_session", "place", "read_result", "release", "release_all", "reusable_result",
+           "run_folder", "run_folders", "session_id", "settle", "start_run", "try_read_result", "viewer_files",
            "write_run_files"]
