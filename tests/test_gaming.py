@@ -23,7 +23,7 @@ import yaml
 
 from conftest import FIXTURES
 from inner_session import inner_env, once_per_session
-from pytest_automedbench.judge.llm import CLOSE, OPEN
+from pytest_automedbench.judge.deciding.llm import CLOSE, OPEN
 from pytest_automedbench.judge.rubric import load_rubric
 from pytest_automedbench.testing import MockLLMServer
 

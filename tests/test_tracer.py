@@ -1,4 +1,4 @@
-"""Executed code, tamper-evident (sandbox/tracer.py, judge/executed.py): the judge credits what ran.
+"""Executed code, tamper-evident (sandbox/tracer.py, judge/reading/executed.py): the judge credits what ran.
 
 Each forgery a cell can attempt on its own tracer (switching it off, closing or flooding its pipe,
 writing a record of its own, leaving without the end record) leaves the cell with no facts at all;
@@ -15,10 +15,10 @@ import yaml
 
 from sandbox_helpers import config, folders, isolation  # noqa: F401 (fixtures)
 from pytest_automedbench.record.trace import RunRecord, TraceEvent
-from pytest_automedbench.judge.code import read_cell
-from pytest_automedbench.judge.evidence import read_run
-from pytest_automedbench.judge.executed import Ran
-from pytest_automedbench.judge.heuristic import judge_s2, judge_s3
+from pytest_automedbench.judge.reading.code import read_cell
+from pytest_automedbench.judge.reading.evidence import read_run
+from pytest_automedbench.judge.reading.executed import Ran
+from pytest_automedbench.judge.deciding.heuristic import judge_s2, judge_s3
 from pytest_automedbench.sandbox.guard import PolicyGuard
 from pytest_automedbench.sandbox.local import LocalSandbox
 from pytest_automedbench.sandbox.tracer import verify

@@ -149,7 +149,7 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
         return None
     import dataclasses
 
-    from ..judge import replay
+    from ..judge.replays import replay_run
 
     def make(ws: Path, public: Path | None = None):
         copy = dataclasses.replace(config, workspace_dir=ws, guard=None, extra=dict(config.extra),
@@ -157,7 +157,7 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
         return PolicyGuard(settings.make_sandbox(copy), inference_only=inference_only)
 
     try:
-        return replay.replay_run(record, workspace, make, max_cells=settings.replay_cells,
+        return replay_run(record, workspace, make, max_cells=settings.replay_cells,
                                  public=config.public_dir, n_cases=n_cases,
                                  pilot=bool(getattr(settings, "replay_pilot", False)))
     except Exception as e:  # noqa: BLE001 - a replay fault never costs a finished run
