@@ -19,13 +19,14 @@ from .reading import History, executed_summary, shell_summary
 HEURISTIC = "heuristic"
 # Bumped whenever a verdict could change for the same run: result.json's judge block and the
 # configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
-JUDGE_VERSION = 6  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
+JUDGE_VERSION = 7  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
 # 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it;
 # 4: bash cells read on the commands that ran (their xtrace, sandbox/xtrace.py); checksums are no method;
 #    S2 weights by the files a cell opened (tracer) and any-format perturbation (replay_weights.py);
 #    S3 checks only where they can stop the run (code.py), the pilot's replayed on broken cases (replay_pilot.py);
 # 5: the agent's modules and child scripts read on what ran (the tracer's `modules`); model_chosen needs a reason
 # 6: S3 checks by what they do to a broken result (the result probe, replay_probe.py), code reading second
+# 7: the replays share one hard deadline, the agent's own time (replays/deadline.py): fewer verdicts on short runs
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,

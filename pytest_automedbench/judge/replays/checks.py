@@ -22,6 +22,7 @@ from typing import Any
 from ...util import safefs
 from ...record.trace import RunRecord
 from ..reading import OUTPUTS, Cell, History, read_run
+from .deadline import BudgetSpent
 from .probe_runtime import mutate_file
 
 MUTATIONS = ("zeros", "missing", "nan", "shape", "labels")
@@ -120,7 +121,11 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
             if time.monotonic() - started > budget_s:
                 out["stopped"] = "the run's replay budget is spent"
                 break
-            r = run(kind)
+            try:
+                r = run(kind)
+            except BudgetSpent:  # the deadline stopped it: what was caught so far stands, this kind says nothing
+                out["stopped"] = "the run's replay budget is spent"
+                break
             if r is None:
                 out["not_applicable"].append(kind)
             else:

@@ -32,6 +32,7 @@ from typing import Any, Callable
 from ...util import safefs
 from ...record.trace import RunRecord
 from ..reading import Cell, History, find_pilot, full_run, read_run, vocabulary as V
+from .deadline import BudgetSpent
 from .weights import public_view
 
 MUTATIONS = ("zeros", "nan", "constant", "labels", "missing", "shape", "noise", "invert")
@@ -333,7 +334,11 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
         if time.monotonic() - t0 > budget_s:
             out["stopped"] = "the pilot replay budget is spent"
             break
-        got = run(kind)
+        try:
+            got = run(kind)
+        except BudgetSpent:  # the deadline stopped it: what was caught so far stands
+            out["stopped"] = "the pilot replay budget is spent"
+            break
         if got is None:
             out["not_applicable"].append(kind)
             continue

@@ -37,6 +37,7 @@ from typing import Any
 
 from ...util import safefs
 from ..reading import KINDS, VALUE_KINDS, Cell, read_cell
+from .deadline import BudgetSpent
 
 MAX_CELLS = 4  # cells probed per run, in order (the pilot, its checks and the full run come first)
 MAX_FILES = 20  # workspace .py files read for a bash cell's method sites
@@ -232,7 +233,11 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             if time.monotonic() - started > budget_s - 2:
                 out["stopped"] = "the run's replay budget is spent"
                 break
-            result, reports = run(kind)
+            try:
+                result, reports = run(kind)
+            except BudgetSpent:  # the deadline stopped it: what was caught so far stands, this kind says nothing
+                out["stopped"] = "the run's replay budget is spent"
+                break
             if any(r.get("reached") for r in reports):
                 return {"not_probed": "the cell reached for the probe's files", "seconds": round(time.monotonic() - t0, 3)}
             verdict, where = classify(result, reports, control.stdout or "")
@@ -241,7 +246,10 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             for site in (last_sites(spec, out["hits"]) if verdict == "crashed_on" else []):
                 if time.monotonic() - started > budget_s - 2:
                     break
-                result, reports = run(kind, site)
+                try:
+                    result, reports = run(kind, site)
+                except BudgetSpent:
+                    break
                 if any(r.get("reached") for r in reports):
                     return {"not_probed": "the cell reached for the probe's files"}
                 verdict, where = classify(result, reports, control.stdout or "")
