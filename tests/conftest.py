@@ -172,7 +172,7 @@ def pytest_terminal_summary(terminalreporter):
     write_fault_table(terminalreporter)
 
 
-def run_steps(tiny, steps, name, replay_cells=2, replay_pilot=False):
+def run_steps(tiny, steps, name, replay_cells=2, replay_pilot=False, replay_budget=100.0):
     """Run a step file (`steps`, written as NAME.yaml) on the tiny task through the real runner: the result
     and the trace events."""
     import yaml
@@ -184,8 +184,10 @@ def run_steps(tiny, steps, name, replay_cells=2, replay_pilot=False):
     task, data, root = tiny
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(steps))
+    # the tiny task's runs take seconds: their replays get a deadline of 100x that (180 s at most), so the
+    # verdicts these tests read do not depend on the machine's load (the default, 1x: test_replay_deadline.py)
     settings = RunSettings(model=f"script:{name}", runs_dir=root / "runs", replay_cells=replay_cells,
-                           replay_pilot=replay_pilot)
+                           replay_pilot=replay_pilot, replay_budget=replay_budget)
     result = execute(task, "lite", 1, ScriptAgent(path), data, settings)
     trace = [json.loads(line) for line in (root / "runs" / result["run_id"] / "trace.jsonl").read_text().splitlines()]
     return result, trace

@@ -1,4 +1,4 @@
-"""Bash cells judged on the commands that ran (sandbox/xtrace.py, judge/code.py's _Shell).
+"""Bash cells judged on the commands that ran (sandbox/xtrace.py, judge/reading/code.py's _Shell).
 
 bash writes its xtrace to a pipe only the harness reads, each record marked with a per-cell token;
 the judge reads only the commands bash ran. Each way a cell can reach for its trace (xtrace off, PS4
@@ -14,9 +14,9 @@ import pytest
 
 from sandbox_helpers import config, folders, isolation  # noqa: F401 (fixtures)
 from pytest_automedbench.record.trace import RunRecord, TraceEvent
-from pytest_automedbench.judge.code import read_cell
-from pytest_automedbench.judge.evidence import read_run
-from pytest_automedbench.judge.executed import ShellRan, shell_summary
+from pytest_automedbench.judge.reading.code import read_cell
+from pytest_automedbench.judge.reading.evidence import read_run
+from pytest_automedbench.judge.reading.executed import ShellRan, shell_summary
 from pytest_automedbench.sandbox.guard import PolicyGuard
 from pytest_automedbench.sandbox.local import LocalSandbox
 from pytest_automedbench.sandbox.xtrace import TRACE_CAP, read_xtrace

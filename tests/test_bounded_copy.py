@@ -120,7 +120,7 @@ def test_the_scratch_budget_bounds_copies_held_at_once(tmp_path):
 
 
 def test_the_replay_copy_functions_use_the_bounded_copy(tmp_path, monkeypatch):
-    from pytest_automedbench.judge import replay
+    from pytest_automedbench.judge.replays import checks as replay
 
     src = tmp_path / "ws"
     src.mkdir()

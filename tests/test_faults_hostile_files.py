@@ -23,7 +23,7 @@ from faults.table import record_fault
 from pytest_automedbench.util import safefs
 from pytest_automedbench.agents.loop import count_outputs
 from pytest_automedbench.scoring.failure_codes import _misplaced
-from pytest_automedbench.judge.evidence import find_file
+from pytest_automedbench.judge.reading.evidence import find_file
 from pytest_automedbench.reporting import html as html_report
 from pytest_automedbench.sandbox.guard import remove_escaping_links, static_check
 from pytest_automedbench.scoring.guard import sizes

@@ -1,4 +1,4 @@
-"""The judge reads the agent's own python files where they ran (judge/code.py, executed.Module).
+"""The judge reads the agent's own python files where they ran (judge/reading/code.py, executed.Module).
 
 Real agents keep their checks and loaders in files: a helper module a cell imports, a script a bash cell
 or `subprocess` runs. Where the tracer followed those files, the judge reads the text that ran, cut to
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from sandbox_helpers import folders, isolation  # noqa: F401 (fixtures)
-from pytest_automedbench.judge.code import read_cell
-from pytest_automedbench.judge.executed import Module, Ran, modules_of
+from pytest_automedbench.judge.reading.code import read_cell
+from pytest_automedbench.judge.reading.executed import Module, Ran, modules_of
 
 
 def run_traced(source: str, path: str, calls: str = "") -> Ran:
@@ -203,7 +203,7 @@ def test_modules_of_reads_only_verified_traces_with_source():
 
 
 def test_a_child_script_run_on_one_case_is_a_pilot(one_case_data):
-    from pytest_automedbench.judge.code import _one_case
+    from pytest_automedbench.judge.reading.code import _one_case
 
     run_all = RUN_PY.replace('x = np.load(os.environ["AMB_PUBLIC_DIR"] + "/images/case_0.npy")',
                              'd = os.environ["AMB_PUBLIC_DIR"] + "/images"\n'
@@ -327,7 +327,7 @@ print("checked", y.mean())
 def test_end_to_end_a_traced_module_and_a_bash_script_earn_their_checks(folders, isolation):
     from test_tracer import record_of, run_cells
 
-    from pytest_automedbench.judge.evidence import read_run
+    from pytest_automedbench.judge.reading.evidence import read_run
 
     (folders / "public" / "images").mkdir()
     for i in range(3):
@@ -364,7 +364,7 @@ MAKE_RUN_PY = "import sys, numpy as np\nx = np.load(sys.argv[1])\ny = x > 0.5\na
 
 
 def test_make_runs_its_recipes_as_a_shell_script():
-    from pytest_automedbench.judge.code import make_recipe
+    from pytest_automedbench.judge.reading.code import make_recipe
 
     scripts = {"Makefile": MAKEFILE, "run.py": MAKE_RUN_PY}
     assert make_recipe(["pilot"], scripts) == "python3 run.py --limit 1\npython3 check.py pilot.csv"

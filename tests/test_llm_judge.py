@@ -7,7 +7,7 @@ from scoring_records import N_CASES, good_cells, make_record, make_workspace
 from pytest_automedbench.agents.base import Agent, Reply
 from pytest_automedbench.record.trace import Usage
 from pytest_automedbench.judge import judge, judge_for, judge_run
-from pytest_automedbench.judge.llm import LLMJudge, condense, parse_answer, trace_blocks, validate_answer
+from pytest_automedbench.judge.deciding.llm import LLMJudge, condense, parse_answer, trace_blocks, validate_answer
 from pytest_automedbench.judge.rubric import load_rubric
 
 

@@ -15,8 +15,8 @@ from scoring_records import N_CASES, good_cells, make_record, make_workspace
 from pytest_automedbench.agents.base import Agent
 from pytest_automedbench.llm.retry import LLMAPIError
 from pytest_automedbench.judge import judge, judge_run
-from pytest_automedbench.judge import llm as llm_module
-from pytest_automedbench.judge.llm import CLOSE, OPEN, SYSTEM, LLMJudge
+from pytest_automedbench.judge.deciding import llm as llm_module
+from pytest_automedbench.judge.deciding.llm import CLOSE, OPEN, SYSTEM, LLMJudge
 from pytest_automedbench.judge.rubric import load_rubric
 from pytest_automedbench.testing import MockLLMServer
 
@@ -192,7 +192,7 @@ def test_a_judge_that_cannot_start_is_a_usage_error_before_any_agent_runs(tiny_s
 def test_honest_text_is_not_taken_for_an_injection(tmp_path):
     from pathlib import Path
 
-    from pytest_automedbench.judge.llm import addresses_judge
+    from pytest_automedbench.judge.deciding.llm import addresses_judge
 
     assert addresses_judge(make_record(good_cells()), make_workspace(tmp_path)) is None
     for plan in Path(__file__).resolve().parents[1].glob("task_suites/demo/*/*.reference.yaml"):

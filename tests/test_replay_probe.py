@@ -1,4 +1,4 @@
-"""The result probe (judge/replay_probe.py, probe_runtime.py): a check counts by what it does to a broken
+"""The result probe (judge/replays/probe.py, probe_runtime.py): a check counts by what it does to a broken
 result where the method made it, not by how it is written.
 
 Each scenario runs real cells in the real guarded sandbox (tracer on), then probes them the way the runner
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from sandbox_helpers import config, folders, isolation  # noqa: F401 (fixtures)
-from pytest_automedbench.judge.evidence import read_run
-from pytest_automedbench.judge.heuristic import checked, probe_verdict
-from pytest_automedbench.judge.replay_probe import LOADER, classify, probe_run
+from pytest_automedbench.judge.reading.evidence import read_run
+from pytest_automedbench.judge.deciding.heuristic import checked, probe_verdict
+from pytest_automedbench.judge.replays.probe import LOADER, classify, probe_run
 from pytest_automedbench.sandbox.guard import PolicyGuard
 from pytest_automedbench.sandbox.local import LocalSandbox
 
@@ -189,7 +189,7 @@ def test_probe_verdict_reads_only_definite_answers():
 
 
 def test_method_sites_name_the_file_that_binds_the_result():
-    from pytest_automedbench.judge.code import read_cell
+    from pytest_automedbench.judge.reading.code import read_cell
 
     facts = read_cell(textwrap.dedent(LOAD), "python")
     assert ("", 4) in facts.method_sites
@@ -212,7 +212,7 @@ def test_a_cell_that_reads_the_probes_spec_earns_nothing(folders, isolation):
 
 
 def test_a_run_that_names_the_probes_files_is_not_probed(tmp_path):
-    from pytest_automedbench.judge.replay_probe import candidates
+    from pytest_automedbench.judge.replays.probe import candidates
 
     cell = SimpleNamespace(ok=True, event=SimpleNamespace(code="cat $AMB_GUARD_DIR/x", language="bash", replay=None),
                            facts=SimpleNamespace(method_sites={("run.py", 3)}))
@@ -274,7 +274,7 @@ def test_a_heredoc_child_a_list_built_by_append_and_a_validation_script(folders,
 
 
 def test_ran_once_tells_a_one_case_run_from_a_loop():
-    from pytest_automedbench.judge.heuristic import ran_once
+    from pytest_automedbench.judge.deciding.heuristic import ran_once
 
     def cell(hits):
         return SimpleNamespace(event=SimpleNamespace(replay={"probe": {"fails_on": [], "hits": hits}}))
@@ -285,7 +285,7 @@ def test_ran_once_tells_a_one_case_run_from_a_loop():
 
 
 def test_the_runtime_breaks_results_not_statistics():
-    from pytest_automedbench.judge import probe_runtime as rt
+    from pytest_automedbench.judge.replays import probe_runtime as rt
 
     seg = np.array([[0, 1], [2, 1]], np.uint8)
     assert rt._kinds(seg) == {"zeros", "labels", "shape"} and (rt._broken(seg, "labels") == seg + 7).all()
@@ -312,7 +312,7 @@ def test_a_bash_cell_that_reads_the_spec_earns_nothing(folders, isolation):
 
 
 def test_the_probe_never_raises_into_the_agents_code():
-    from pytest_automedbench.judge import probe_runtime as rt
+    from pytest_automedbench.judge.replays import probe_runtime as rt
 
     nested = [[[[0]]]]
     for _ in range(3000):  # deeper than the recursion limit: breaking it fails inside the probe

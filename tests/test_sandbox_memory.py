@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import config, folders, isolation  # noqa: F401  (fixtures)
 
-from pytest_automedbench.judge.patterns import OOM
+from pytest_automedbench.judge.reading.patterns import OOM
 from pytest_automedbench.sandbox import cgroups as cgroups_module
 from pytest_automedbench.sandbox.cgroups import Cgroups, memory_cap_available
 from pytest_automedbench.sandbox.guard import PolicyGuard

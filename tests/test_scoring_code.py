@@ -1,4 +1,4 @@
-"""Cells read as code: what ran counts, never what a comment or a string says (judge/code.py, evidence.py)."""
+"""Cells read as code: what ran counts, never what a comment or a string says (judge/reading/code.py, evidence.py)."""
 import json
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from scoring_records import N_CASES, make_record, make_workspace
 from pytest_automedbench.scoring.failure_codes import RunFacts, detect
 from pytest_automedbench.judge import judge
-from pytest_automedbench.judge.code import read_cell
+from pytest_automedbench.judge.reading.code import read_cell
 from pytest_automedbench.metrics import TrackResult
 from pytest_automedbench.evidence.case_count import count_cases
 

@@ -1,4 +1,4 @@
-"""Harness-side provenance (provenance.py, judge/history.py) and the facts the judge builds on it.
+"""Harness-side provenance (provenance.py, judge/reading/history.py) and the facts the judge builds on it.
 
 The snapshot walk must survive hostile trees; the facts must come from snapshot order and content
 hashes, never from what the agent's files say about themselves (mtimes, a forged trace.jsonl).
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_automedbench.record.trace import RunRecord, TraceEvent
-from pytest_automedbench.judge.code import read_cell
-from pytest_automedbench.judge.heuristic import judge_s1, own_lines, png_is_drawn
-from pytest_automedbench.judge.history import History
+from pytest_automedbench.judge.reading.code import read_cell
+from pytest_automedbench.judge.deciding.heuristic import judge_s1, own_lines, png_is_drawn
+from pytest_automedbench.judge.reading.history import History
 from pytest_automedbench.util import safefs
 from pytest_automedbench.evidence.provenance import Snapshot, WorkspaceSnapshots, diff, walk
 

@@ -1,4 +1,4 @@
-"""Counterfactual replay (judge/replay.py): a check cell counts only if it fails on broken outputs.
+"""Counterfactual replay (judge/replays/checks.py): a check cell counts only if it fails on broken outputs.
 
 Real runs of the tiny task through runner.execute (local sandbox): an output check that can fail is
 credited for the mutation classes it catches; one that prints but cannot fail is replayed, passes on
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, run_steps
-from pytest_automedbench.judge.replay import mutate
+from pytest_automedbench.judge.replays.checks import mutate
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
 PLAN, ENV, PILOT, FULL, SUBMIT = (s for s in SOLVE if "say" not in s)
@@ -44,7 +44,7 @@ def test_a_check_that_can_fail_is_credited_for_what_it_catches(tiny):
 
 def test_rescore_rejudges_from_the_trace_without_replaying(tiny, monkeypatch):
     from pytest_automedbench.cli import rescore as cli_rescore
-    from pytest_automedbench.judge import replay as replay_module
+    from pytest_automedbench.judge.replays import checks as replay_module
 
     result, trace = run_steps(tiny, [PLAN, ENV, PILOT, FULL, REAL_CHECK, SUBMIT], "rescored")
     _, data, root = tiny
@@ -83,7 +83,7 @@ def test_perturbed_weights_load_as_before_with_every_float_changed(tmp_path):
     import numpy as np
     import torch
 
-    from pytest_automedbench.judge.replay_weights import perturb
+    from pytest_automedbench.judge.replays.weights import perturb
 
     net = torch.nn.Conv3d(1, 3, 1)
     torch.save(net.state_dict(), tmp_path / "w.pt")
@@ -101,7 +101,7 @@ def test_perturbed_weights_load_as_before_with_every_float_changed(tmp_path):
 def test_a_pickled_object_is_not_perturbed(tmp_path):
     import torch
 
-    from pytest_automedbench.judge.replay_weights import perturb
+    from pytest_automedbench.judge.replays.weights import perturb
 
     torch.save(torch.nn.Conv3d(1, 3, 1), tmp_path / "model.pt")  # a whole module: only a full unpickle loads it
     with pytest.raises(ValueError, match="not a tensor file"):
@@ -109,7 +109,7 @@ def test_a_pickled_object_is_not_perturbed(tmp_path):
 
 
 def test_the_public_view_never_writes_through_to_the_public_data(tmp_path):
-    from pytest_automedbench.judge.replay_weights import perturb, public_view
+    from pytest_automedbench.judge.replays.weights import perturb, public_view
 
     import torch
 

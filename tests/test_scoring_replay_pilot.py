@@ -1,5 +1,5 @@
-"""The pilot's check counts only if it can stop the run (judge/code.py) and, replayed on broken cases,
-does (judge/replay_pilot.py). Real runs of the tiny task through runner.execute (local sandbox), each an
+"""The pilot's check counts only if it can stop the run (judge/reading/code.py) and, replayed on broken cases,
+does (judge/replays/pilot.py). Real runs of the tiny task through runner.execute (local sandbox), each an
 attack on the rule: a check that always passes, one that fails on everything, a pilot that reads its own
 copy of the case, a pilot that looks for the replay; and the code reading of what a check is."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, run_steps
-from pytest_automedbench.judge.code import read_cell
-from pytest_automedbench.judge.replay_pilot import break_file, outcome
+from pytest_automedbench.judge.reading.code import read_cell
+from pytest_automedbench.judge.replays.pilot import break_file, outcome
 from pytest_automedbench.sandbox.base import ExecResult
 
 SOLVE = yaml.safe_load((FIXTURES / "tiny" / "solve.yaml").read_text())
@@ -128,7 +128,7 @@ def test_checks_that_can_stop_the_run(code, kind):
 
 def test_the_stop_branch_counts_though_it_never_ran():
     """With a trace, the branch that raises never ran (the check passed): what it would do still counts."""
-    from pytest_automedbench.judge.executed import Ran
+    from pytest_automedbench.judge.reading.executed import Ran
 
     code = OUT + "problems = []\nif pred.max() > 2:\n    problems.append('labels')\nif problems:\n    raise SystemExit(1)\n"
     ran = Ran(lines=frozenset({1, 2, 3, 4, 6}), arcs=frozenset({(1, 2), (2, 3), (3, 4), (4, 6)}),

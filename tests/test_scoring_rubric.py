@@ -6,7 +6,7 @@ from scoring_records import (CHECK, COMPAT, ENV, FULL, GOOD_PLAN, LOAD, N_CASES,
 from pytest_automedbench.scoring import formulas as scoring
 from pytest_automedbench.judge import judge
 from pytest_automedbench.judge.rubric import load_rubric
-from pytest_automedbench.judge.stages import attribute_stages
+from pytest_automedbench.judge.reading.stages import attribute_stages
 
 
 def verdicts(tmp_path, cells=None, tier="standard", **ws):
@@ -232,7 +232,7 @@ def test_task_medals_block_wins():
     ("Candidates: UNet (shipped weights), SwinUNETR (none), nnU-Net (needs training).", False),
 ])
 def test_model_chosen_reads_a_choice_and_its_reason(plan, chosen):
-    from pytest_automedbench.judge.heuristic import choice_with_reason
+    from pytest_automedbench.judge.deciding.heuristic import choice_with_reason
 
     assert (choice_with_reason(plan.splitlines()) is not None) is chosen, plan
 
@@ -247,7 +247,7 @@ def test_model_chosen_reads_a_choice_and_its_reason(plan, chosen):
     ("UNet -> good", 0),  # one arrow joins two things: no chain
 ])
 def test_clear_pipeline_counts_ordered_steps_in_any_form(plan, steps):
-    from pytest_automedbench.judge.heuristic import pipeline_steps
+    from pytest_automedbench.judge.deciding.heuristic import pipeline_steps
 
     raw = plan.splitlines()
     prose = [x for ln in raw for x in __import__("re").split(r"(?<=[.!?;])\s+", ln) if len(x.split()) >= 5]

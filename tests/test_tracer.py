@@ -1,4 +1,4 @@
-"""Executed code, tamper-evident (sandbox/tracer.py, judge/executed.py): the judge credits what ran.
+"""Executed code, tamper-evident (sandbox/tracer.py, judge/reading/executed.py): the judge credits what ran.
 
 Each forgery a cell can attempt on its own tracer (switching it off, closing or flooding its pipe,
 writing a record of its own, leaving without the end record) leaves the cell with no facts at all;
@@ -15,10 +15,10 @@ import yaml
 
 from sandbox_helpers import config, folders, isolation  # noqa: F401 (fixtures)
 from pytest_automedbench.record.trace import RunRecord, TraceEvent
-from pytest_automedbench.judge.code import read_cell
-from pytest_automedbench.judge.evidence import read_run
-from pytest_automedbench.judge.executed import Ran
-from pytest_automedbench.judge.heuristic import judge_s2, judge_s3
+from pytest_automedbench.judge.reading.code import read_cell
+from pytest_automedbench.judge.reading.evidence import read_run
+from pytest_automedbench.judge.reading.executed import Ran
+from pytest_automedbench.judge.deciding.heuristic import judge_s2, judge_s3
 from pytest_automedbench.sandbox.guard import PolicyGuard
 from pytest_automedbench.sandbox.local import LocalSandbox
 from pytest_automedbench.sandbox.tracer import verify
@@ -304,3 +304,38 @@ def test_the_capability_report_reads_executed_lines():
     assert "torch" not in as_run.facts.imports and not as_run.facts.weights
     tampered, = log_entries(conversation, [(code, {"status": "tampered", "reason": "x"})])
     assert not tampered.facts.imports
+
+
+# The known in-process route to the tracer (issue 36.1): a SIGALRM handler firing every 0.3 ms is handed the
+# frame that is running when the signal lands -- often one of the tracer's own functions -- and edits the sets
+# its default arguments hold: here it adds line 20 (an assert that never ran) to the fresh lines. Left open:
+# memory inside the agent's process stays within its reach (docs/scoring.md), so the fix is a judge rule
+# (tracer-only facts corroborate, never grant) or facts collected out of process; until then a strict xfail.
+SIGALRM_FORGERY = """import signal
+hit = []
+def handler(sig, frame):
+    f = frame
+    while f is not None:
+        loc = f.f_locals
+        if 'FRESH' in loc and 'RAN' in loc and 20 not in loc['RAN']:
+            loc['RAN'].add(20)
+            loc['FRESH']['l'].append(20)
+            hit.append(1)
+        f = f.f_back
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)
+n = 0
+while not hit and n < 2000000:
+    n += 1
+signal.setitimer(signal.ITIMER_REAL, 0)
+print('reached the tracer', bool(hit))
+if n < 0:
+    assert n > 10 ** 9
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="issue 36.1 open: a signal handler reaches the in-process tracer's state")
+def test_a_cell_that_reaches_the_tracer_from_a_signal_handler_gains_nothing(folders, isolation):
+    r, = run_cells(folders, [(SIGALRM_FORGERY, "python")])
+    assert r.exit_code == 0, r.stderr
+    assert r.executed["status"] == "tampered" or 20 not in r.executed["lines"], (r.stdout, r.executed["status"])

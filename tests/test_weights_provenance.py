@@ -1,4 +1,4 @@
-"""S2 weights_obtained by provenance (judge/model_files.py, judge/replay_weights.py, the tracer's opens).
+"""S2 weights_obtained by provenance (judge/reading/model_files.py, judge/replays/weights.py, the tracer's opens).
 
 Real runs of the tiny task (local sandbox, traced cells) whose public data ships a JSON card of
 thresholds under models/: the card counts as the task's weights in whatever format, when a cell
@@ -139,8 +139,8 @@ def test_a_forged_open_event_earns_nothing(carded):
 
 
 def test_a_helper_modules_functions_are_read_for_the_device_and_the_model():
-    from pytest_automedbench.judge.code import read_cell
-    from pytest_automedbench.judge.model_files import _module_parts
+    from pytest_automedbench.judge.reading.code import read_cell
+    from pytest_automedbench.judge.reading.model_files import _module_parts
 
     helper = ("import torch\nfrom monai.networks.nets import UNet\n"
               "DEVICE = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"

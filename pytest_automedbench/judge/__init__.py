@@ -1,35 +1,32 @@
-"""Judges of the workflow stages S1-S3 (S4 and S5 are formulas in scoring.py).
+"""Judges of the workflow stages S1-S3 (S4 and S5 are formulas in scoring/formulas.py).
 
     rubric.yaml / rubric.py   the items and levels, shared by every track and judge
-    heuristic.py              the default judge: offline, deterministic, evidence per item
-    llm.py                    --amb-judge=claude|openai:<id>: the same rubric decided by a model
-    stages.py                 labels every tool call S1..S5
-    code.py, vocabulary.py    a cell read as code (ast, shell words): what it ran, never what it says
-    executed.py               a cell cut down to what ran (python: the tracer's lines; bash: xtrace's commands)
-    evidence.py               the run's cells with their code facts, cases covered, pilot and full run
-    history.py                the workspace as the harness's snapshots saw it: order, copies, agent-made files
-    replay.py                 check cells replayed on broken copies of the outputs: can they fail?
-    patterns.py               what the judges look for in text (the plan, error output)
+    reading/                  a run read: cells as code cut to what ran, the harness's snapshots, stage labels
+    replays/                  cells run again by the harness on broken outputs, results, weights or inputs
+    deciding/                 the items from those facts: the heuristic judge and the LLM judge
+
+The parts meet in one interface: judge/reading's names (the replays' verdicts travel on the trace events
+and are read back through it). reading imports neither of the others; replays never import deciding.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from .executed import executed_summary, shell_summary
-from .heuristic import StageVerdict, judge, judge_s4
-from .history import History
+from .deciding import StageVerdict, judge, judge_s4
+from .reading import History, executed_summary, shell_summary
 
 HEURISTIC = "heuristic"
 # Bumped whenever a verdict could change for the same run: result.json's judge block and the
 # configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
-JUDGE_VERSION = 6  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
+JUDGE_VERSION = 7  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
 # 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it;
 # 4: bash cells read on the commands that ran (their xtrace, sandbox/xtrace.py); checksums are no method;
 #    S2 weights by the files a cell opened (tracer) and any-format perturbation (replay_weights.py);
 #    S3 checks only where they can stop the run (code.py), the pilot's replayed on broken cases (replay_pilot.py);
 # 5: the agent's modules and child scripts read on what ran (the tracer's `modules`); model_chosen needs a reason
 # 6: S3 checks by what they do to a broken result (the result probe, replay_probe.py), code reading second
+# 7: the replays share one hard deadline, the agent's own time (replays/deadline.py): fewer verdicts on short runs
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
@@ -81,7 +78,7 @@ def judge_for(spec: str | None, cache_dir: Path, cost_fn=None):
         return None
     key = (spec, str(cache_dir))
     if key not in _JUDGES:
-        from .llm import make_llm_judge
+        from .deciding.llm import make_llm_judge
 
         _JUDGES[key] = make_llm_judge(spec, cache_dir, cost_fn)
     return _JUDGES[key]
@@ -94,7 +91,7 @@ def check_judge(spec: str | None) -> None:
         return
     import pytest
 
-    from .llm import judge_problem
+    from .deciding.llm import judge_problem
 
     problem = judge_problem(spec)
     if problem:

@@ -9,7 +9,7 @@ strategy was executed) or 0 (absent, ambiguous, or only planned). Two summaries 
     fragment_mean  mean of the fragments' 0/1 scores        (what ReX-MLE's published Figure 4 used)
 
 Two judges fill the same report: `heuristic_report` (offline: each cell read as code with the stage
-judge's reader, judge/code.py, so comments, strings and a plan in prose never count; a strategy
+judge's reader, judge/reading/code.py, so comments, strings and a plan in prose never count; a strategy
 needs a call or a computed name in code that ran, in a cell that exited 0 and printed something or
 wrote a file; and grounded in what the cell did, `grounded`: a method applied to data or training for
 every strategy, a model that ran for the model strategies, two model calls for an ensemble, a
@@ -28,8 +28,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..judge.code import CodeFacts, read_cell
-from ..judge.executed import ran_of, tampered
+from ..judge.reading import CodeFacts, ran_of, read_cell, tampered
 
 STRATEGIES_FILE = Path(__file__).with_name("strategies.yaml")
 FRAGMENT_CHARS = 15000
@@ -115,7 +114,7 @@ def load_strategies(path: Path = STRATEGIES_FILE) -> tuple[Strategy, ...]:
 def log_entries(conversation: list[dict[str, Any]], executed: list[tuple[str, Any]] | None = None) -> list[Entry]:
     """The run's log from its neutral conversation (conversation.json), cells paired with results;
     `executed`: the trace's (code, executed facts) per code cell, in order, so a cell the harness traced
-    is read on the lines that ran (judge/executed.py) and one that tampered with its tracer shows nothing."""
+    is read on the lines that ran (judge/reading/executed.py) and one that tampered with its tracer shows nothing."""
     results = {m.get("tool_call_id"): str(m.get("content") or "") for m in conversation if m.get("role") == "tool"}
     entries: list[Entry] = []
     cell = 0

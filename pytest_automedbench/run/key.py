@@ -84,6 +84,8 @@ def config_hash(task, tier: str, repeat: int, settings, legacy: bool = False) ->
     }
     if getattr(settings, "replay_pilot", False):
         parts["replay_pilot"] = True
+    if float(getattr(settings, "replay_budget", 1.0)) != 1.0:  # the replays' deadline changes their verdicts
+        parts["replay_budget"] = float(settings.replay_budget)
     if not legacy:
         from ..run.conditions import hashed_conditions
 

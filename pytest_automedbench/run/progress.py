@@ -92,7 +92,7 @@ class ProgressChannel:
 # -- the running side ---------------------------------------------------------------------------
 def live_stage(record, n_cases: int) -> str:
     """The stage the run is in now, by the judge's own stage labels (left as they were)."""
-    from ..judge.stages import attribute_stages
+    from ..judge.reading import attribute_stages
 
     if not record.trace:
         return "S1"

@@ -153,7 +153,7 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
         return None
     import dataclasses
 
-    from ..judge import replay
+    from ..judge.replays import replay_run
 
     def make(ws: Path, public: Path | None = None):
         copy = dataclasses.replace(config, workspace_dir=ws, guard=None, extra=dict(config.extra),
@@ -161,9 +161,10 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
         return PolicyGuard(settings.make_sandbox(copy), inference_only=inference_only)
 
     try:
-        return replay.replay_run(record, workspace, make, max_cells=settings.replay_cells,
+        return replay_run(record, workspace, make, max_cells=settings.replay_cells,
                                  public=config.public_dir, n_cases=n_cases,
-                                 pilot=bool(getattr(settings, "replay_pilot", False)))
+                                 pilot=bool(getattr(settings, "replay_pilot", False)),
+                                 factor=float(getattr(settings, "replay_budget", 1.0)))
     except Exception as e:  # noqa: BLE001 - a replay fault never costs a finished run
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 

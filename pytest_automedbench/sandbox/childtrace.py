@@ -12,7 +12,7 @@ that holds other code than its .py, code compiled under a workspace file's name)
 process ran (its new code matches its new text): that file's facts are dropped (`modules_dropped`,
 with the reason), since which version a line belongs to is lost.
 
-Each file's facts are the cell's kinds (lines, arcs, exits, calls: judge/executed.py reads them the
+Each file's facts are the cell's kinds (lines, arcs, exits, calls: judge/reading/executed.py reads them the
 same way) and travel in the same sealed records, as one entry per (path, process, main, sha256) of
 the cell's `executed["modules"]` (`ModuleFacts.entries`):
 

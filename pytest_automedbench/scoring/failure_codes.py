@@ -16,8 +16,7 @@ from typing import Any, Callable, Iterable
 
 from ..util import safefs
 from ..record.trace import RunRecord
-from ..judge import patterns as P
-from ..judge.evidence import Cell, full_run, read_run
+from ..judge.reading import Cell, full_run, patterns as P, read_run
 from ..metrics import TrackResult
 from ..metrics.base import CaseKind
 
@@ -144,7 +143,7 @@ class RunFacts:
 
     @property
     def cells(self) -> list[Cell]:
-        """The code cells read as code (judge/evidence.py), computed once."""
+        """The code cells read as code (judge/reading/evidence.py), computed once."""
         if getattr(self, "_cells", None) is None:
             self._cells = read_run(self.record)
         return self._cells

@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import Iterable, Mapping
 
 from . import vocabulary as V
-from ..sandbox.xtrace import KEYWORDS as SHELL_KEYWORDS, program as shell_program
+from ...sandbox.xtrace import KEYWORDS as SHELL_KEYWORDS, program as shell_program
 from .executed import Module, Ran, ShellRan, prune
 
 IN, OUTP, OUT, RES, MODEL, ONE, LIST, OPTIM, HANDLE = (

@@ -1,4 +1,4 @@
-"""The in-sandbox half of the result probe (judge/replay_probe.py): break what the agent's method computed,
+"""The in-sandbox half of the result probe (judge/replays/probe.py): break what the agent's method computed,
 right where it computed it, and record whether the run then stopped on a check or crashed.
 
 Loaded by the replay sandbox's guard (its sitecustomize execs this file; never in a scored run) into every

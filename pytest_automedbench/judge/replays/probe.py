@@ -35,19 +35,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..util import safefs
-from .evidence import Cell
+from ...util import safefs
+from ..reading import KINDS, VALUE_KINDS, Cell, read_cell
+from .deadline import BudgetSpent
 
-# The kinds a real check most often catches first (NaN in an image, a label outside the set), zeros last.
-VALUE_KINDS = ("nan", "labels", "zeros")
-KINDS = VALUE_KINDS + ("shape",)
 MAX_CELLS = 4  # cells probed per run, in order (the pilot, its checks and the full run come first)
 MAX_FILES = 20  # workspace .py files read for a bash cell's method sites
 CELL_TIMEOUT_S = 60.0
 RUNTIME = Path(__file__).with_name("probe_runtime.py")
 LOADER = '''
 
-def _amb_probe():  # the result probe (judge/replay_probe.py): replay sandboxes only
+def _amb_probe():  # the result probe (judge/replays/probe.py): replay sandboxes only
     import os
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
     exec(compile(open(path, "rb").read(), path, "exec"), {"__name__": "amb_probe", "__file__": path})
@@ -91,7 +89,6 @@ def workspace_texts(workspace: Path):
 
 
 def workspace_sites(workspace: Path) -> dict[str, set[int]]:
-    from .code import read_cell
 
     out: dict[str, set[int]] = {}
     files = [e for e in safefs.walk(workspace) if e.is_file and e.path.endswith(".py")][:MAX_FILES]
@@ -147,7 +144,7 @@ def candidates(cells: list[Cell], workspace: Path, max_cells: int = MAX_CELLS) -
 def probe_run(cells: list[Cell], workspace: Path, make_sandbox, started: float, budget_s: float,
               max_cells: int = MAX_CELLS, history=None) -> int:
     """Probe the run's method cells; writes `replay["probe"]` on their events; returns how many were run.
-    `history` (judge/history.py): the files each cell created are taken out of its copy of the workspace,
+    `history` (judge/reading/history.py): the files each cell created are taken out of its copy of the workspace,
     so a cell that skips finished work (`if exists: continue`, make's up-to-date targets) does it again."""
     done = 0
     for c, spec in candidates(cells, workspace, max_cells):
@@ -174,7 +171,7 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
         tmp = tempfile.mkdtemp(prefix="amb-probe-")
         try:
             ws = Path(tmp) / "workspace"
-            from ..util import bounded_copy  # the same bounded, sparse-aware copy as every replay's
+            from ...util import bounded_copy  # the same bounded, sparse-aware copy as every replay's
             from .replay import MAX_COPY_BYTES
 
             bounded_copy.copy_tree(workspace, ws, max_bytes=MAX_COPY_BYTES)  # CopyRefused: recorded below
@@ -239,7 +236,11 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             if time.monotonic() - started > budget_s - 2:
                 out["stopped"] = "the run's replay budget is spent"
                 break
-            result, reports = run(kind)
+            try:
+                result, reports = run(kind)
+            except BudgetSpent:  # the deadline stopped it: what was caught so far stands, this kind says nothing
+                out["stopped"] = "the run's replay budget is spent"
+                break
             if any(r.get("reached") for r in reports):
                 return {"not_probed": "the cell reached for the probe's files", "seconds": round(time.monotonic() - t0, 3)}
             verdict, where = classify(result, reports, control.stdout or "")
@@ -248,7 +249,10 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             for site in (last_sites(spec, out["hits"]) if verdict == "crashed_on" else []):
                 if time.monotonic() - started > budget_s - 2:
                     break
-                result, reports = run(kind, site)
+                try:
+                    result, reports = run(kind, site)
+                except BudgetSpent:
+                    break
                 if any(r.get("reached") for r in reports):
                     return {"not_probed": "the cell reached for the probe's files"}
                 verdict, where = classify(result, reports, control.stdout or "")

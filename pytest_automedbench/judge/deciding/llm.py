@@ -22,16 +22,14 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from ..util import safefs
-from ..agents.base import Agent
-from ..record.trace import Usage
-from ..record.trace import RunRecord, TraceEvent
-from ..util.atomic_files import atomic_write
+from ...util import safefs
+from ...agents.base import Agent
+from ...record.trace import RunRecord, TraceEvent, Usage
+from ...util.atomic_files import atomic_write
 from . import heuristic
-from .executed import ran_of, tampered
+from ..reading import ran_of, reached, tampered
 from .heuristic import StageVerdict, apply_tier_and_reach
-from .rubric import load_rubric
-from .stages import reached
+from ..rubric import load_rubric
 
 TRACE_CAP_CHARS = 24_000
 OPEN, CLOSE = "<<<AGENT DATA", "<<<END AGENT DATA"
@@ -411,7 +409,7 @@ def make_llm_judge(spec: str, cache_dir: Path | None, cost_fn=None) -> LLMJudge:
 
     Temperature 0 is asked of the client (`temperature=0` to its constructor where it takes one).
     """
-    from ..llm import make_client
+    from ...llm import make_client
 
     try:
         client = make_client(spec, temperature=0.0)
@@ -428,7 +426,7 @@ def judge_problem(spec: str) -> str | None:
     Builds the judge's model client (an unknown model or an empty model id fails here) and checks the
     credentials and endpoint the vendor SDK will read, without a request.
     """
-    from ..llm import make_client
+    from ...llm import make_client
 
     try:
         agent = make_client(spec)

@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..util import safefs
-from ..record.trace import RunRecord, TraceEvent
+from ...util import safefs
+from ...record.trace import RunRecord, TraceEvent
 from .code import CodeFacts, read_cell
 from .executed import modules_of, ran_of, tampered
 
@@ -121,3 +121,39 @@ def find_file(name: str, roots: list[Path | None], limit: int = 50000) -> Path |
             if seen > limit:
                 return None
     return None
+
+
+def find_pilot(cells: list[Cell], n_cases: int) -> tuple[Cell | None, str]:
+    """The single-case pilot before the full run: a method run on one case and its result shown,
+    or outputs written for some but not all cases by a cell that ran the method."""
+    full = full_run(cells, n_cases)
+    for c in cells:
+        if full is not None and c.index >= full.index:
+            break
+        if not c.ok or c.cases >= need(n_cases):
+            continue
+        if c.facts.methods_one and c.shown:
+            return c, c.cite(c.facts.methods_one[0]) + " (one case, result shown)"
+        once = ran_once(c) if c.facts.methods else ""
+        if once and c.shown:
+            return c, f"cell {c.index}: its method ran once ({once}, the result probe's unmutated replay), result shown"
+        if c.new_cases and c.facts.methods:
+            return c, c.cite((c.facts.methods or [None])[0]) + f" (outputs for {c.cases} of {need(n_cases)} cases)"
+    return None, "no cell that ran applied the method to one case and showed the result"
+
+
+def probe_of(c: Cell) -> dict | None:
+    """What the result probe (replays/probe.py) recorded of the cell, if anything."""
+    p = c.event.replay.get("probe") if isinstance(c.event.replay, dict) else None
+    return p if isinstance(p, dict) else None
+
+
+def ran_once(c: Cell) -> str:
+    """Where the result probe's unmutated replay saw each of the cell's method sites run at most once, and
+    one run exactly once: the method applied to one case, however the case was picked. "" otherwise."""
+    p = probe_of(c)
+    hits = p.get("hits") if isinstance(p, dict) else None
+    if not isinstance(hits, dict) or not hits:
+        return ""
+    counts = [n for n in hits.values() if isinstance(n, int)]
+    return ", ".join(sorted(hits)[:2]) if counts and max(counts) == 1 else ""

@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..util import safefs
-from ..record.trace import RunRecord
-from . import vocabulary as V
-from .evidence import Cell, full_run, read_run
-from .history import History
+from ...util import safefs
+from ...record.trace import RunRecord
+from ..reading import Cell, History, find_pilot, full_run, read_run, vocabulary as V
+from .deadline import BudgetSpent
+from .weights import public_view
 
 MUTATIONS = ("zeros", "nan", "constant", "labels", "missing", "shape", "noise", "invert")
 MAX_CELLS = 3  # the pilot and the cells after it replayed together
@@ -49,8 +49,6 @@ NIFTI_EXT = (".nii", ".nii.gz")
 
 def pilot_cells(cells: list[Cell], n_cases: int) -> list[Cell]:
     """The pilot and the cells after it, before the full run, up to the first with a real check."""
-    from .heuristic import find_pilot
-
     pilot, _ = find_pilot(cells, n_cases)
     if pilot is None:
         return []
@@ -203,8 +201,6 @@ def _sha(path: Path) -> str | None:
 def broken_view(public: Path, ws: Path, tmp: Path, rels: list[str], kind: str | None) -> tuple[Path, int]:
     """The public view with `rels` broken one way (`kind`; None: as they are), and the workspace's byte
     copies of them broken the same way; returns the view and how many files were broken."""
-    from .replay_weights import public_view
-
     view = tmp / "public"
     view.mkdir()
     public_view(public, view)
@@ -340,7 +336,11 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
         if time.monotonic() - t0 > budget_s:
             out["stopped"] = "the pilot replay budget is spent"
             break
-        got = run(kind)
+        try:
+            got = run(kind)
+        except BudgetSpent:  # the deadline stopped it: what was caught so far stands
+            out["stopped"] = "the pilot replay budget is spent"
+            break
         if got is None:
             out["not_applicable"].append(kind)
             continue

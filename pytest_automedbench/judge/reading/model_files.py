@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..util import safefs
-from ..evidence.provenance import hash_files
+from ...util import safefs
+from ...evidence.provenance import hash_files
 from .code import CodeFacts, read_cell
 from .evidence import Cell
 from .history import OUTPUTS, History

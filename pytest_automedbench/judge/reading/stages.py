@@ -13,12 +13,12 @@ because the work after it is the submission's.
 """
 from __future__ import annotations
 
-from ..agents.base import SUBMIT_RESULTS
-from ..record.trace import RunRecord
+from ...agents.base import SUBMIT_RESULTS
+from ...record.trace import RunRecord
 from .code import CodeFacts
 from .evidence import Cell, cases_after, full_run, read_run, third_party
 from .vocabulary import PLAN_FILES
-from ..record.result import STAGES
+from ...record.result import STAGES
 
 
 def _setup(f: CodeFacts) -> bool:

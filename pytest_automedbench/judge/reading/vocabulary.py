@@ -1,7 +1,7 @@
 """The names the code reader knows: which calls read data, which are plumbing, which check a result.
 
 Everything here is matched against code (resolved call names like `numpy.unique`, attribute names,
-imported modules), never against comments or strings: judge/code.py reads cells with `ast`.
+imported modules), never against comments or strings: judge/reading/code.py reads cells with `ast`.
 A call that is none of these, applied to data, is a *method*: the work the rubric asks about.
 """
 from __future__ import annotations
@@ -94,3 +94,8 @@ PLAN_FILES = ("plan.md", "plan.png")
 
 def plumbing_module(dotted: str) -> bool:
     return dotted.split(".")[0] in PLUMBING_MODULES
+
+# The result probe's kinds of breakage (replays/probe.py writes them, deciding/heuristic.py reads them), in
+# the order a real check most often catches them: NaN in an image, a label outside the set, zeros last.
+VALUE_KINDS = ("nan", "labels", "zeros")
+KINDS = VALUE_KINDS + ("shape",)

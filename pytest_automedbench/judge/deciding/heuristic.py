@@ -15,14 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..util import safefs
-from ..record.trace import RunRecord
-from . import patterns as P
-from .evidence import Cell, find_file, first, full_run, need, read_run, third_party
-from .history import History
-from .model_files import ModelFiles, Reads
-from .rubric import load_rubric
-from .stages import attribute_stages, reached
+from ...util import safefs
+from ...record.trace import RunRecord
+from ..reading import (VALUE_KINDS, Cell, History, ModelFiles, Reads, attribute_stages, find_file, find_pilot, first,
+                       full_run, need, patterns as P, probe_of, ran_once, read_run, reached, third_party)
+from ..rubric import load_rubric
 
 PLAN_MAX_BYTES = 1_000_000  # a plan.md beyond this is not a plan (and is not read)
 PLAN_READ_BYTES = 200_000  # what any judge reads of plan.md
@@ -431,42 +428,6 @@ def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()
     return v
 
 
-def find_pilot(cells: list[Cell], n_cases: int) -> tuple[Cell | None, str]:
-    """The single-case pilot before the full run: a method run on one case and its result shown,
-    or outputs written for some but not all cases by a cell that ran the method."""
-    full = full_run(cells, n_cases)
-    for c in cells:
-        if full is not None and c.index >= full.index:
-            break
-        if not c.ok or c.cases >= need(n_cases):
-            continue
-        if c.facts.methods_one and c.shown:
-            return c, c.cite(c.facts.methods_one[0]) + " (one case, result shown)"
-        once = ran_once(c) if c.facts.methods else ""
-        if once and c.shown:
-            return c, f"cell {c.index}: its method ran once ({once}, the result probe's unmutated replay), result shown"
-        if c.new_cases and c.facts.methods:
-            return c, c.cite((c.facts.methods or [None])[0]) + f" (outputs for {c.cases} of {need(n_cases)} cases)"
-    return None, "no cell that ran applied the method to one case and showed the result"
-
-
-def probe_of(c: Cell) -> dict | None:
-    """What the result probe (replay_probe.py) recorded of the cell, if anything."""
-    p = c.event.replay.get("probe") if isinstance(c.event.replay, dict) else None
-    return p if isinstance(p, dict) else None
-
-
-def ran_once(c: Cell) -> str:
-    """Where the result probe's unmutated replay saw each of the cell's method sites run at most once, and
-    one run exactly once: the method applied to one case, however the case was picked. "" otherwise."""
-    p = probe_of(c)
-    hits = p.get("hits") if isinstance(p, dict) else None
-    if not isinstance(hits, dict) or not hits:
-        return ""
-    counts = [n for n in hits.values() if isinstance(n, int)]
-    return ", ".join(sorted(hits)[:2]) if counts and max(counts) == 1 else ""
-
-
 def method_names(c: Cell) -> set[str]:
     """The calls a cell applied to data (its method), the scripts it ran, and where in the agent's modules
     and scripts a method's result was bound (`module.py:12`: the same code reached through other names)."""
@@ -501,7 +462,7 @@ def checked(c: Cell, kind: str) -> bool:
     items caught a shape check, every kind tried let through (a check ran on them) is no check, however it
     reads. Otherwise the code reading (`range_checks` / `shape_checks`: an assert, a raise, a non-zero exit
     or a FAIL line decided by it, code.py; printing a value is no check), which a replay on broken outputs
-    (judge/replay.py) must not have shown passing on every one of them."""
+    (judge/replays/checks.py) must not have shown passing on every one of them."""
     if not c.ok:
         return False
     probed = probe_verdict(c, kind)
@@ -524,8 +485,6 @@ def cite_check(c: Cell, kind: str) -> str:
 
 def probe_verdict(c: Cell, kind: str) -> bool | None:
     """The result probe's verdict on a cell's value (`range_checks`) or shape checks; None: it says nothing."""
-    from .replay_probe import VALUE_KINDS
-
     p = probe_of(c)
     if not isinstance(p, dict) or "fails_on" not in p:
         return None
@@ -548,7 +507,7 @@ def can_fail(c: Cell) -> bool:
 
 
 def pilot_replayed(pilot: Cell, check: Cell) -> str:
-    """What the pilot replay (judge/replay_pilot.py) showed of the pilot's check in `check`, as evidence. It
+    """What the pilot replay (judge/replays/pilot.py) showed of the pilot's check in `check`, as evidence. It
     confirms, it does not deny: a check the code reading found is credited whether or not broken cases
     stopped it, because a robust method turns a broken case into a valid-looking result that gives an honest
     check (shape, label set, finite values) nothing to catch -- every demo reference's pilot check is such a

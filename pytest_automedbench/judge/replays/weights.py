@@ -23,12 +23,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..util import safefs
-from ..record.trace import RunRecord
-from .evidence import Cell, read_run
-from .history import OUTPUTS, History
-from .model_files import NOT_PARAMETERS, ModelFiles, Reads
-from .replay import BUDGET_S, CELL_TIMEOUT_S, MAX_COPY_BYTES, copy_workspace, workspace_bytes
+from ...util import safefs
+from ...record.trace import RunRecord
+from ..reading import NOT_PARAMETERS, OUTPUTS, Cell, History, ModelFiles, Reads, read_run
+from .checks import BUDGET_S, CELL_TIMEOUT_S, MAX_COPY_BYTES, copy_workspace, workspace_bytes
 
 PERTURBABLE = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy", ".json", ".yaml", ".yml", ".csv",
                ".tsv")

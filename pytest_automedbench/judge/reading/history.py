@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from ..record.trace import RunRecord
-from ..evidence.provenance import hash_files
+from ...record.trace import RunRecord
+from ...evidence.provenance import hash_files
 
 OUTPUTS = "outputs/"
 

@@ -17,12 +17,12 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..util import safefs
-from ..record.trace import RunRecord
-from .evidence import Cell, read_run
-from .history import OUTPUTS, History
+from ...util import safefs
+from ...record.trace import RunRecord
+from ..reading import OUTPUTS, Cell, History, read_run
+from .deadline import BudgetSpent
 from .probe_runtime import mutate_file
 
 MUTATIONS = ("zeros", "missing", "nan", "shape", "labels")
@@ -50,13 +50,13 @@ def copy_workspace(src: Path, dst: Path) -> None:
     """The final workspace, links kept as links (never followed), sparse files sparse; refused
     (util.bounded_copy.CopyRefused, with the reason) over MAX_COPY_BYTES apparent or allocated, as
     measured by the walk the copy itself copies, or past the process's replay scratch budget."""
-    from ..util import bounded_copy
+    from ...util import bounded_copy
 
     bounded_copy.copy_tree(src, dst, max_bytes=MAX_COPY_BYTES)
 
 
 def workspace_bytes(root: Path) -> int:
-    from ..evidence.provenance import walk
+    from ...evidence.provenance import walk
 
     found, _ = walk(root)
     return sum(st.st_size for _, st in found)
@@ -76,47 +76,7 @@ def mutate(workspace: Path, kind: str) -> str | None:
     return f"{kind} in {changed} output(s)" if changed else None
 
 
-# -- the replay ---------------------------------------------------------------------------------------
-def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., Any],
-               history: History | None = None, budget_s: float = BUDGET_S,
-               max_cells: int = MAX_CELLS, public: Path | None = None, n_cases: int = 0,
-               pilot: bool = False) -> dict[str, Any]:
-    """Replay the run's candidate check cells, then the cell that loaded weights and wrote outputs with its
-    weights perturbed, then (`pilot`) its pilot on broken cases (replay_pilot.py, `n_cases`: the task's case
-    count, to tell the pilot from the full run); writes `replay` on their trace events. The replays that can
-    change a score go first: the pilot's is evidence only and gets what is left of the budget. Returns a
-    summary (cells replayed, seconds, the weights verdict) for result.json. `make_sandbox(workspace_copy,
-    public=None)` builds a guarded sandbox (`public`: a folder to bind in place of the public data)."""
-    history = history or History(record)
-    started = time.monotonic()
-    summary: dict[str, Any] = {"cells": 0, "seconds": 0.0}
-    if not history.observable:
-        summary["not_replayed"] = "no workspace snapshots"
-        return summary
-    _replay_checks(record, workspace, make_sandbox, history, budget_s, max_cells, started, summary)
-    left = budget_s - (time.monotonic() - started)
-    if left >= 5:
-        from .replay_weights import replay_weights
-
-        weights = replay_weights(record, workspace, public, make_sandbox, history, left)
-        if weights is not None:
-            summary["weights"] = weights
-    if max_cells > 0 and budget_s - (time.monotonic() - started) >= 5:  # the result probe (replay_probe.py)
-        from .replay_probe import probe_run
-
-        summary["probed"] = probe_run(read_run(record), workspace, make_sandbox, started, budget_s, history=history)
-    left = budget_s - (time.monotonic() - started)
-    if pilot and max_cells > 0 and left >= 5:  # the pilot's check, on broken cases (replay_pilot.py)
-        from .replay_pilot import BUDGET_S as PILOT_S, replay_pilot
-
-        verdict = replay_pilot(record, workspace, public, make_sandbox, history, n_cases, min(PILOT_S, left))
-        if verdict is not None:
-            summary["pilot"] = {k: v for k, v in verdict.items() if k != "inconclusive"}
-    summary["seconds"] = round(time.monotonic() - started, 3)
-    return summary
-
-
-def _replay_checks(record: RunRecord, workspace: Path, make_sandbox, history: History, budget_s: float,
+def replay_checks(record: RunRecord, workspace: Path, make_sandbox, history: History, budget_s: float,
                    max_cells: int, started: float, summary: dict[str, Any]) -> None:
     cells = read_run(record)
     chosen = candidates(record, cells, history, max_cells)
@@ -165,7 +125,11 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
             if time.monotonic() - started > budget_s:
                 out["stopped"] = "the run's replay budget is spent"
                 break
-            r = run(kind)
+            try:
+                r = run(kind)
+            except BudgetSpent:  # the deadline stopped it: what was caught so far stands, this kind says nothing
+                out["stopped"] = "the run's replay budget is spent"
+                break
             if r is None:
                 out["not_applicable"].append(kind)
             else:
