@@ -41,6 +41,12 @@ OPTIONS = [
     ("agent-models", "amb_agent_models", None, str,
      "bridged agents: models by role, e.g. chat=claude-sonnet-4-6,small=claude-haiku-4-5,"
      "embedding=openai:text-embedding-3-small (roles chat, feedback, small, embedding; default: the --amb-model's)"),
+    ("stop-after-outages", "amb_stop_after_outages", None, int,
+     "stop the session after N runs errored on the same model-provider failure (connection, timeout, 5xx, 429, "
+     "key refused), none scored between them (default 3; 0: never)"),
+    ("upstream-check", "amb_upstream_check", "connect", str,
+     "at start, check that each model endpoint the session calls answers a connection (no request is sent): "
+     "connect or off"),
     ("agents-dir", "amb_agents_dir", None, str,
      "where `automedbench agents install` put the bridged agents (default $AMB_AGENTS_DIR or /var/tmp/automedbench-agents)"),
 ]
