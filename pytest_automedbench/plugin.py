@@ -114,9 +114,6 @@ def settings_stop_after(config) -> int:
     return STOP_AFTER if value is None else value
 
 
-_signalled: list[int] = []
-
-
 def _stop_like_ctrl_c(config) -> None:
     """SIGTERM (CI cancelling a job) and SIGHUP (the terminal closing) end the session as Ctrl-C does:
     KeyboardInterrupt in the main thread, so finished runs stay, the run in progress is saved as
@@ -128,12 +125,12 @@ def _stop_like_ctrl_c(config) -> None:
 
     if threading.current_thread() is not threading.main_thread():
         return
-    _signalled.clear()
+    signalled: list[int] = []
 
     def handler(signum, frame):
-        if _signalled:
+        if signalled:
             return
-        _signalled.append(signum)
+        signalled.append(signum)
         raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
 
     installed = {}

@@ -290,8 +290,8 @@ def test_sighup_and_sigterm_raise_keyboard_interrupt_once_and_are_restored():
     class Config:
         add_cleanup = cleanups.append
 
-    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    assert set(before.values()) == {signal.SIG_DFL}
+    outer = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)}  # this session's own
+    before = {s: signal.SIG_DFL for s in outer}
     _stop_like_ctrl_c(Config())
     try:
         handler = signal.getsignal(signal.SIGHUP)
@@ -302,7 +302,10 @@ def test_sighup_and_sigterm_raise_keyboard_interrupt_once_and_are_restored():
     finally:
         for cleanup in cleanups:
             cleanup()
-    assert {s: signal.getsignal(s) for s in before} == before
+        restored = {s: signal.getsignal(s) for s in before}
+        for sig, handler in outer.items():
+            signal.signal(sig, handler)
+    assert restored == before
 
 
 def test_sigterm_mid_run_keeps_the_run_as_interrupted_and_writes_the_reports(tmp_path):
