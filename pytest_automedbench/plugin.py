@@ -274,6 +274,11 @@ class TaskFile(pytest.File):
             first = seen.setdefault(task.spec.id, shown)
             if first != shown:
                 raise TaskSpecError(shown, "id", f"duplicate id {task.spec.id!r} (also in {first})")
+            from .session.validate import metric_judge_problem
+
+            problem = metric_judge_problem(task, config)  # an LLM-scored metric's key, before any run
+            if problem:
+                raise TaskSpecError(shown, "metric.params.judge", problem)
         except TaskSpecError:
             config.stash[SPEC_ERRORS_KEY].add(str(self.path))
             raise

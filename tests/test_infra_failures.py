@@ -246,6 +246,21 @@ def test_missing_keys_are_named_at_start_one_line_each(tiny_suite, pytester, mon
     assert not (pytester.path / "reports" / "runs").exists()
 
 
+def test_an_llm_scored_metric_without_its_key_is_found_at_collection(tiny_suite, pytester, monkeypatch):
+    import yaml
+
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    path = tiny_suite / "tiny.task.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["metric"].setdefault("params", {})["judge"] = "claude"
+    path.write_text(yaml.safe_dump(spec))
+    r = run(pytester)
+    assert r.ret != 0
+    assert "tiny.task.yaml: metric.params.judge: claude: no API key: set ANTHROPIC_API_KEY" in pytester_output(pytester)
+    assert not (pytester.path / "reports" / "runs").exists()
+
+
 def test_an_unwritable_runs_dir_stops_the_session_at_start(tiny_suite, pytester):
     (pytester.path / "a-file").write_text("x")
     r = run(pytester, f"--amb-runs-dir={pytester.path / 'a-file' / 'runs'}")

@@ -307,3 +307,15 @@ def _read_only(path: Path) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+def metric_judge_problem(task, config) -> str | None:
+    """A task whose metric asks an LLM (``metric.params.judge``, the VQA judge) needs that model's key:
+    why it cannot run here, or None (checked at collection, before any run; not under --collect-only)."""
+    spec = (task.spec.metric.params or {}).get("judge") if task.spec.metric is not None else None
+    if not isinstance(spec, str) or not spec or getattr(config.option, "collectonly", False):
+        return None
+    from ..judge.llm import judge_problem
+
+    problem = judge_problem(spec)
+    return f"{spec}: {problem}" if problem else None
