@@ -80,6 +80,9 @@ class Call:
 
     def run(self) -> None:
         binding = self.binding
+        if binding.upstream_down:  # the gateway ended the run for an outage: no more upstream calls
+            self.refuse(503, f"the run is over: {binding.upstream_down}", "api_error")
+            return
         role = role_for(self.asked, self.kind.split(".")[0])
         route = binding.routes.get(role)
         self.event.role = role
