@@ -116,21 +116,15 @@ def settings_stop_after(config) -> int:
 
 def _stop_like_ctrl_c(config) -> None:
     """SIGTERM (CI cancelling a job) and SIGHUP (the terminal closing) end the session as Ctrl-C does:
-    KeyboardInterrupt in the main thread, so finished runs stay, the run in progress is saved as
-    interrupted and the reports are written. A second signal while that happens is ignored (SIGKILL
-    still ends the process). Handlers someone else installed (or SIG_IGN, e.g. under nohup) are kept;
-    ours are removed when the session ends."""
+    KeyboardInterrupt in the main thread (each time, as Ctrl-C), so finished runs stay, the run in
+    progress is saved as interrupted and the reports are written. Handlers someone else installed (or
+    SIG_IGN, e.g. under nohup) are kept; ours are removed when the session ends."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return
-    signalled: list[int] = []
-
     def handler(signum, frame):
-        if signalled:
-            return
-        signalled.append(signum)
         raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
 
     installed = {}
