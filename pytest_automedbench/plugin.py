@@ -82,6 +82,46 @@ def pytest_configure(config):
 
         config.pluginmanager.register(ResultsCollector(config, config.stash[SETTINGS_KEY]), "amb-results")
     config.add_cleanup(gc.unfreeze)  # runs after pytest's own end-of-session cleanups (see pytest_unconfigure)
+    if not hasattr(config, "workerinput"):  # the controller counts upstream failures (run/outages.py)
+        from .run.outages import OutageWatch
+
+        config.pluginmanager.register(OutageWatch(config, settings_stop_after(config)), "amb-outages")
+    _stop_like_ctrl_c(config)
+
+
+def settings_stop_after(config) -> int:
+    from .run.outages import STOP_AFTER
+    from .session.options import read_option
+
+    value = read_option(config, "amb_stop_after_outages", int)
+    if value is not None and value < 0:
+        raise pytest.UsageError(f"--amb-stop-after-outages: must be 0 (never stop) or more, got {value}")
+    return STOP_AFTER if value is None else value
+
+
+def _stop_like_ctrl_c(config) -> None:
+    """SIGTERM (CI cancelling a job) and SIGHUP (the terminal closing) end the session as Ctrl-C does:
+    KeyboardInterrupt in the main thread (each time, as Ctrl-C), so finished runs stay, the run in
+    progress is saved as interrupted and the reports are written. Handlers someone else installed (or
+    SIG_IGN, e.g. under nohup) are kept; ours are removed when the session ends."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+    installed = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            installed[sig] = signal.signal(sig, handler)
+
+    def restore():
+        for sig, previous in installed.items():
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, previous)
+    config.add_cleanup(restore)
 
 
 @pytest.hookimpl(trylast=True)
@@ -169,6 +209,23 @@ def pytest_testnodedown(node, error):
     no_tier = getattr(node, "workeroutput", {}).get("amb_no_tier")
     if no_tier:  # every worker collects the same items: the first one says it
         node.config.stash[NO_TIER_KEY] = no_tier
+    for nodeid, path in getattr(node, "workeroutput", {}).get("amb_interrupted", []):
+        _keep_interrupted(node.config, nodeid, path)
+
+
+def _keep_interrupted(config, nodeid: str, result_path) -> None:
+    """An interrupted run's saved result goes into the session's reports (a worker passes it to the
+    controller in its workeroutput)."""
+    from .store.run_folders import try_read_result
+
+    collector = config.pluginmanager.get_plugin("amb-results")
+    if collector is None:
+        if hasattr(config, "workeroutput"):
+            config.workeroutput.setdefault("amb_interrupted", []).append((nodeid, os.fspath(result_path)))
+        return
+    result = try_read_result(result_path)
+    if result is not None and result.get("run_id") not in collector.runs:
+        collector.runs[result["run_id"]] = {**result, "outcome_nodeid": nodeid}
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -196,6 +253,11 @@ class TaskFile(pytest.File):
             first = seen.setdefault(task.spec.id, shown)
             if first != shown:
                 raise TaskSpecError(shown, "id", f"duplicate id {task.spec.id!r} (also in {first})")
+            from .session.validate import metric_judge_problem
+
+            problem = metric_judge_problem(task, config)  # an LLM-scored metric's key, before any run
+            if problem:
+                raise TaskSpecError(shown, "metric.params.judge", problem)
         except TaskSpecError:
             config.stash[SPEC_ERRORS_KEY].add(str(self.path))
             raise
@@ -259,9 +321,17 @@ class TaskItem(pytest.Item):
             if saved is not None:  # whatever the exception (a bug's too): the saved run reaches the reports
                 for key, value in properties(saved.result, saved.path).items():
                     self.user_properties.append((key, value))
+                if isinstance(e, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP: pytest makes no report of it
+                    _keep_interrupted(self.config, self.nodeid, saved[1])
             if not isinstance(e, KNOWN_FAULTS):
                 raise  # a bug, an interrupt or pytest's own skip: pytest reports it as it is
             message = str(e)
+            from .llm.retry import upstream_signature
+            from .run.outages import PROPERTY
+
+            signature = upstream_signature(e)  # the provider failed: the session counts identical outages
+            if signature:
+                self.user_properties.append((PROPERTY, safefs.shown(signature)))
             if isinstance(e, RunsDirBusy):  # another session holds the runs dir: no other item can run either
                 self.session.shouldstop = message
         finally:

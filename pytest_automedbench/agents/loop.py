@@ -116,6 +116,8 @@ class AgentLoop:
             else:
                 self._converse(record, started)
         except BaseException as exc:
+            if record.ended_by == "not_started":  # ended by the fault, not by the agent or a limit
+                record.ended_by = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "error"
             try:
                 exc.record = record  # the runner writes the partial run before reporting the error
             except AttributeError:  # an exception type with __slots__: nothing to attach to

@@ -40,6 +40,18 @@ def _open(provider: Provider, path: str, body: bytes, headers: dict[str, str]) -
     return conn, conn.getresponse()
 
 
+def upstream_kind(status: int) -> str | None:
+    """An HTTP status the provider answered that is its side's failure (runs.UPSTREAM_KINDS), else None:
+    400, 404, 413, 422 ... refuse the agent's own request and stay the agent's."""
+    if status >= 500:
+        return "http_5xx"
+    if status == 429:
+        return "http_429"
+    if status in (401, 403):  # the key is the harness's: the agent never holds one
+        return "auth"
+    return None
+
+
 
 class Call:
     """One model call: admit, route, send (passed through or translated), relay, meter."""
@@ -68,6 +80,9 @@ class Call:
 
     def run(self) -> None:
         binding = self.binding
+        if binding.upstream_down:  # the gateway ended the run for an outage: no more upstream calls
+            self.refuse(503, f"the run is over: {binding.upstream_down}", "api_error")
+            return
         role = role_for(self.asked, self.kind.split(".")[0])
         route = binding.routes.get(role)
         self.event.role = role
@@ -144,6 +159,8 @@ class Call:
         except (OSError, http.client.HTTPException) as exc:
             self.h.close_connection = True
             self.finish(502, f"upstream connection broke: {type(exc).__name__}: {exc}")
+            self.note_upstream("timeout" if isinstance(exc, TimeoutError) else "connect", None,
+                               f"the connection broke: {type(exc).__name__}: {exc}")
         finally:
             conn.close()
 
@@ -180,6 +197,7 @@ class Call:
         if status != 200:
             message = ((reply or {}).get("error") or {}).get("message") if isinstance(reply, dict) else None
             self.finish(status, message or data[:300].decode("utf-8", "replace"))
+            self.note_upstream(upstream_kind(status), status, self.event.error or "")
             return
         provider_wire = self.event.provider or self.wire
         self._set_usage(usage_of(provider_wire, reply), reply)
@@ -198,7 +216,17 @@ class Call:
     def upstream_failed(self, exc: BaseException) -> None:
         message = f"the provider could not be reached ({type(exc).__name__})"
         self.finish(502, f"{message}: {exc}")
+        self.note_upstream("timeout" if isinstance(exc, TimeoutError) else "connect", None,
+                           f"{type(exc).__name__}: {exc}")
         self.h._error(self.wire, 502, message, "api_error")
+
+    def note_upstream(self, kind: str | None, status: int | None, message: str) -> None:
+        """Keep a failure on the upstream's side in the run's `upstream_failures` (infra's rule, runs.py)."""
+        if kind is None:
+            return
+        provider = self.h.gw.providers.get(self.event.provider or "")
+        url = provider.base_url if provider is not None else "?"
+        self.binding.upstream_failed(kind, status, url, self.h.gw.scrub_text(message))
 
     # -- different wire formats: translate, call without streaming, answer in the agent's format
     def translated(self, provider: Provider, route: Route) -> None:
@@ -233,6 +261,8 @@ class Call:
             message = detail.get("message") if isinstance(detail, dict) else data[:300].decode("utf-8", "replace")
             status = resp.status if resp.status != 200 else 502
             self.finish(status, message)
+            self.note_upstream(upstream_kind(resp.status) if resp.status != 200 else "http_5xx", status,
+                               self.event.error or "")
             self.h._error(self.wire, status, f"provider error: {message}")
             return
         self._set_usage(usage_of(provider.wire, reply), reply)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Collection, Mapping
 from urllib.parse import urlsplit
 
 ANTHROPIC = "anthropic"
@@ -111,12 +111,16 @@ def parse_agent_models(text: str | None, chat_default: str | None) -> dict[str, 
     return routes
 
 
-def check_routes(routes: Mapping[str, Route], providers: Mapping[str, Provider]) -> None:
-    """Every role must have a configured provider: a usage error naming the role and the variable."""
+def check_routes(routes: Mapping[str, Route], providers: Mapping[str, Provider], given: Collection[str] | None = None,
+                 model_option: str = "--amb-model") -> None:
+    """Every role must have a configured provider: a usage error naming the role and the variable, and the
+    option that chose the role's model (``--amb-agent-models`` for the roles in `given`, else
+    `model_option`: a role left out defaults to the agent's own model)."""
     for role, route in routes.items():
         if route.wire not in providers:
-            var = "ANTHROPIC_API_KEY" if route.wire == ANTHROPIC else "OPENAI_API_KEY"
-            raise ProviderError(f"--amb-agent-models: role {role} ({route.model}) needs the {route.wire} provider, "
+            var = "ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)" if route.wire == ANTHROPIC else "OPENAI_API_KEY"
+            option = "--amb-agent-models" if given is None or role in given else model_option
+            raise ProviderError(f"{option}: role {role} ({route.model}) needs the {route.wire} provider, "
                                 f"but {var} is not set in the harness's environment")
         if role == "embedding" and route.wire != OPENAI:
             raise ProviderError(f"--amb-agent-models: role embedding ({route.model}): the {route.wire} provider has no "

@@ -5,6 +5,12 @@ closing it revokes the token. Each call is admitted against the run's limits fir
 calls (``--amb-max-turns`` for bridged agents), the tokens (``--amb-max-tokens``) and the cost
 (``--amb-max-cost``) so far. A refused call ends the run (`ended` is set, with the limit's name):
 the forwarder in the cell then ends the agent's process group.
+
+Each call that failed on the upstream's side (the provider could not be reached, timed out, answered
+5xx or 429, or refused the harness's own key) is also kept in `upstream_failures` (kind in
+`UPSTREAM_KINDS`, status, url, message, at). After `UPSTREAM_GIVE_UP` such failures in a row with no
+answered call between them the run is ended too (`upstream_down` says why, `limit_hit` stays None):
+the outage is the harness's, and the agent's own retries must not burn its time limit.
 """
 from __future__ import annotations
 
@@ -17,6 +23,11 @@ from typing import Any, Callable, Mapping
 from .providers import Route
 
 CostFn = Callable[[str, dict], "float | None"]
+
+#: What broke on the upstream's side: no connection, a timeout, HTTP 5xx, HTTP 429, the harness's key refused.
+UPSTREAM_KINDS = ("connect", "timeout", "http_5xx", "http_429", "auth")
+#: Upstream failures in a row (no call answered between them) after which the gateway ends the run.
+UPSTREAM_GIVE_UP = 6
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,9 @@ class RunBinding:
     calls: list[LLMCall] = field(default_factory=list)
     limit_hit: str | None = None
     revoked: bool = False
+    upstream_failures: list[dict] = field(default_factory=list)
+    upstream_down: str | None = None  # why the gateway ended the run for an outage (see the module doc)
+    _upstream_streak: int = 0
     _admitted: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     ended: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -106,6 +120,27 @@ class RunBinding:
             call.cost_usd = 0.0
         with self._lock:
             self.calls.append(call)
+            if call.status == 200 and call.counted:
+                self._upstream_streak = 0
+
+    def upstream_failing(self) -> bool:
+        """True while the latest upstream failure came after the last answered model call."""
+        with self._lock:
+            return self._upstream_streak > 0
+
+    def upstream_failed(self, kind: str, status: int | None, url: str, message: str) -> None:
+        """Keep one failure on the upstream's side; end the run after `UPSTREAM_GIVE_UP` in a row."""
+        failure = {"kind": kind, "status": status, "url": url, "message": message[:500],
+                   "at": round(self.elapsed(), 4)}
+        with self._lock:
+            self.upstream_failures.append(failure)
+            self._upstream_streak += 1
+            if self._upstream_streak >= UPSTREAM_GIVE_UP and self.upstream_down is None:
+                self.upstream_down = (f"{self._upstream_streak} model calls in a row failed on the upstream's "
+                                      f"side; the last: {describe_upstream(failure)}")
+            down = self.upstream_down is not None
+        if down:
+            self.ended.set()
 
     def end(self, reason: str) -> None:
         with self._lock:
@@ -124,3 +159,9 @@ class RunBinding:
         costs = [c.cost_usd for c in done]
         return {"usage": usage, "calls": len(done), "estimated": any(c.estimated for c in done),
                 "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 10)}
+
+
+def describe_upstream(failure: Mapping[str, Any]) -> str:
+    """One line for an upstream failure: ``connect http://127.0.0.1:9/v1/messages: ConnectionRefusedError ...``."""
+    status = f" HTTP {failure['status']}" if failure.get("status") else ""
+    return f"{failure.get('kind')}{status} {failure.get('url')}: {failure.get('message')}"

@@ -145,6 +145,10 @@ class ChatAPIAgent(Agent):
         except LLMAPIError as exc:
             exc.usage = copy.copy(usage)
             exc.api_calls = stats.api_calls
+            base = getattr(self._client, "base_url", None)  # where the requests went (the message names it)
+            if base and exc.url is None:
+                exc.url = str(base).rstrip("/")
+                exc.args = (f"{exc.args[0] if exc.args else exc} [{exc.url}]",)
             raise
         return Reply(text="".join(texts), tool_calls=calls, usage=usage, api_calls=stats.api_calls,
                      retries=stats.retries, stop_reason=stop)

@@ -21,6 +21,10 @@ One policy, ours, so every retry is bounded and counted (the SDK clients are bui
 `LLMAPIError.kind` says what broke (``auth``, ``permission``, ``bad_request``, ``not_found``,
 ``context_length``, ``quota``, ``rate_limit``, ``server``, ``connection``, ``timeout``,
 ``malformed``, ``time_limit``, ``client``) so the caller can, for example, treat ``context_length`` as the agent's own fault.
+HTTP 413 (the request is too large) is ``context_length`` too: the conversation the agent grew, the agent's.
+`upstream_signature` says which kinds are the upstream's side failing (infrastructure: no connection,
+a timeout, a 5xx, a 429 after the retries, the harness's key or account refused) and names the
+failure so a session can count identical outages (``kind status url``).
 
 The sleep function and the random source are injectable so tests take no time::
 
@@ -38,7 +42,8 @@ from typing import Any, Callable, TypeVar
 
 from ..agents.base import AgentError
 
-__all__ = ["RetryPolicy", "CallStats", "Fault", "LLMAPIError", "MalformedReply", "classify", "parse_retry_after"]
+__all__ = ["RetryPolicy", "CallStats", "Fault", "LLMAPIError", "MalformedReply", "classify", "parse_retry_after",
+           "upstream_signature"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ TRANSIENT_STATUS = frozenset({408, 409, 429})  # plus every status >= 500
 
 _STATUS_KIND = {
     400: "bad_request", 401: "auth", 402: "quota", 403: "permission", 404: "not_found",
-    408: "timeout", 409: "server", 413: "bad_request", 422: "bad_request", 429: "rate_limit",
+    408: "timeout", 409: "server", 413: "context_length", 422: "bad_request", 429: "rate_limit",
 }
 
 _CONTEXT_MARKERS = (
@@ -87,6 +92,25 @@ class LLMAPIError(AgentError):
         self.retries = retries
         self.api_calls = attempts  # the agents set it to all requests of the failed `respond`
         self.usage = None  # set by the agents: a base.Usage of the tokens spent before the failure
+        self.url: str | None = None  # the API's base URL (set by the agents)
+
+
+#: LLMAPIError kinds that are the upstream's side failing -> the gateway's names (gateway/runs.UPSTREAM_KINDS).
+_UPSTREAM = {"connection": "connect", "timeout": "timeout", "server": "http_5xx", "malformed": "http_5xx",
+             "rate_limit": "http_429", "auth": "auth", "permission": "auth", "quota": "auth"}
+
+
+def upstream_signature(exc: BaseException) -> str | None:
+    """``kind status url`` of a failure on the upstream's side (an infrastructure error), else None.
+
+    A bridged agent's `UpstreamError` carries its own ``signature``; an `LLMAPIError` of an upstream
+    kind gets one here; anything else (a refused request, a time limit, a bug) is None."""
+    own = getattr(exc, "signature", None)
+    if isinstance(own, str):
+        return own
+    if not isinstance(exc, LLMAPIError) or exc.kind not in _UPSTREAM:
+        return None
+    return " ".join(str(p) for p in (_UPSTREAM[exc.kind], exc.status_code, exc.url) if p)
 
 
 class MalformedReply(Exception):

@@ -89,6 +89,12 @@ OPTIONS = (
     Option("progress", "auto", str,
            "progress of running tests: auto (live on a terminal, lines in a log, off with -q), live, lines or off"),
     Option("progress-interval", "60", float, "seconds between progress lines in a log"),
+    Option("stop-after-outages", None, int,
+           "stop the session after N runs errored on the same model-provider failure (connection, timeout, 5xx, 429, "
+           "key refused), none scored between them (default 3; 0: never)"),
+    Option("upstream-check", "connect", str,
+           "at start, check that each model endpoint the session calls answers a connection (no request is sent): "
+           "connect or off"),
     Option("agent-models", None, str,
            "bridged agents: models by role, e.g. chat=claude-sonnet-4-6,small=claude-haiku-4-5,"
            "embedding=openai:text-embedding-3-small (roles chat, feedback, small, embedding; default: the --amb-model's)",

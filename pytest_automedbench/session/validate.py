@@ -28,6 +28,7 @@ def check(settings: RunSettings, config) -> None:
     check_limits(settings)
     check_gpus(config)
     check_baseline(settings)
+    check_session_needs(settings, config)
 
 
 def check_agent(spec: str, config, option: str = "--amb-model") -> None:
@@ -144,3 +145,172 @@ def check_baseline(s: RunSettings) -> None:
     names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
     known = f"; saved baselines: {', '.join(names)}" if names else f"; none saved under {folder} yet (--amb-save=NAME)"
     raise SettingsError(f"--amb-compare={s.compare}: no baseline at {path}{did_you_mean(s.compare, names)}{known}")
+
+
+# -- what the session needs from outside: keys, model endpoints that answer, folders it can write -----------
+UPSTREAM_CHECK_S = 5.0  # seconds to connect (and shake hands) with each model endpoint at start
+_VENDORS = {  # vendor -> (base-URL variable, key variables, default base URL)
+    "anthropic": ("ANTHROPIC_BASE_URL", ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "https://api.anthropic.com"),
+    "openai": ("OPENAI_BASE_URL", ("OPENAI_API_KEY",), "https://api.openai.com/v1"),
+}
+
+
+def check_session_needs(settings: RunSettings, config) -> None:
+    """Before the first run: a key for every model the session calls (the agent, the LLM judge; a
+    bridged agent's roles are checked with its options), each model endpoint answering a connection
+    (``--amb-upstream-check=connect``, the default; no request is sent, so nothing is paid), and the
+    runs and report folders writable. One line per problem, each naming the option or variable.
+
+    Not under ``--collect-only`` (nothing runs) nor in a pytest-xdist worker (the controller checked)."""
+    if getattr(config.option, "collectonly", False) or hasattr(config, "workerinput"):
+        return
+    from .options import read_option
+
+    mode = read_option(config, "amb_upstream_check", str) or "connect"
+    if mode not in ("connect", "off"):
+        raise SettingsError(f"--amb-upstream-check={mode}: expected connect or off{did_you_mean(mode, ('connect', 'off'))}")
+    problems = folder_problems(settings)
+    endpoints, key_lines = model_endpoints(settings)
+    problems += key_lines
+    if mode == "connect" and not key_lines:
+        problems += [line for line in (endpoint_problem(*e) for e in endpoints) if line]
+    if problems:
+        raise SettingsError("\n".join(problems))
+
+
+def model_endpoints(settings: RunSettings) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """([(who, base URL, where the URL comes from)], [a line per missing key]) for the session's models."""
+    import os
+
+    found: list[tuple[str, str, str]] = []
+    problems: list[str] = []
+    for option, spec in (("--amb-model", settings.model), ("--amb-judge", settings.judge)):
+        kind = (spec or "").partition(":")[0]
+        if kind in ("claude", "gpt", "openai"):
+            from ..judge.llm import judge_problem  # the same key rules as the judge's own check
+
+            problem = judge_problem(spec)
+            if problem:
+                problems.append(f"{option}={spec}: {problem}")
+                continue
+            vendor = "anthropic" if kind == "claude" else "openai"
+            var, _, default = _VENDORS[vendor]
+            found.append((f"{option}={spec}", os.environ.get(var) or default, var if os.environ.get(var) else
+                          f"the default; {var} changes it"))
+        elif option == "--amb-model" and kind in _bridged_kinds():
+            found += _bridged_endpoints(settings)
+    seen: set[str] = set()
+    unique = [e for e in found if not (e[1].rstrip("/") in seen or seen.add(e[1].rstrip("/")))]
+    return unique, problems
+
+
+def _bridged_kinds() -> tuple[str, ...]:
+    from ..agents import BRIDGED_KINDS
+
+    return BRIDGED_KINDS
+
+
+def _bridged_endpoints(settings: RunSettings) -> list[tuple[str, str, str]]:
+    """A bridged agent's providers (their keys were checked with --amb-agent-models, options.py)."""
+    import os
+
+    from ..agents import AgentError
+    from ..agents.bridged import routes_for
+    from ..gateway.providers import providers_from_env
+
+    kind, _, arg = settings.model.partition(":")
+    try:
+        routes = routes_for(kind, arg or None, (settings.bridge or {}).get("agent_models"))
+    except AgentError:
+        return []
+    providers = providers_from_env()
+    out = []
+    for wire in sorted({r.wire for r in routes.values()}):
+        provider = providers.get(wire)
+        if provider is not None:
+            var, _, _ = _VENDORS[wire]
+            out.append((f"--amb-model={settings.model} (the gateway's {wire} provider)", provider.base_url,
+                        var if os.environ.get(var) else f"the default; {var} changes it"))
+    return out
+
+
+def endpoint_problem(who: str, url: str, source: str) -> str | None:
+    """None when `url`'s server accepts a connection (and a TLS handshake for https) within
+    UPSTREAM_CHECK_S, through the proxy the environment names if any; else one line naming the URL."""
+    import socket
+    import ssl
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{who}: {url!r} ({source}) is not an http(s) URL"
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return f"{who}: {url!r} ({source}) has a bad port"
+    proxy = None
+    if not urllib.request.proxy_bypass(parts.hostname):
+        proxy = urllib.request.getproxies().get(parts.scheme)
+    where = (urlsplit(proxy).hostname, urlsplit(proxy).port or 80) if proxy else (parts.hostname, port)
+    via = f" through the proxy {proxy}" if proxy else ""
+    try:
+        with socket.create_connection(where, timeout=UPSTREAM_CHECK_S) as sock:
+            if parts.scheme == "https" and not proxy:
+                with ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname):
+                    pass
+    except ssl.SSLError as e:
+        return f"{who}: the TLS handshake with {url} ({source}) failed: {e.reason or e}"
+    except OSError as e:
+        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e) or type(e).__name__)
+        return f"{who}: nothing answers at {url} ({source}){via}: {why}"
+    return None
+
+
+def folder_problems(settings: RunSettings) -> list[str]:
+    """A line for the runs or report folder when this user cannot create or write it (nothing is
+    created here: the nearest folder that exists must let this user write into it)."""
+    out = []
+    for option, folder in (("--amb-runs-dir", settings.runs_dir), ("--amb-report-dir", settings.report_dir)):
+        problem = folder_problem(Path(folder))
+        if problem:
+            out.append(f"{option}={folder}: {problem}")
+    return out
+
+
+def folder_problem(folder: Path) -> str | None:
+    import os
+
+    probe = folder
+    while not os.path.exists(probe) and probe != probe.parent:  # False also where this user cannot look
+        if os.path.islink(probe):
+            return f"{probe} is a dangling link"
+        probe = probe.parent
+    if not os.path.isdir(probe):
+        return f"{probe} is not a folder" + ("" if probe == folder else f", so {folder} cannot be made")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        who = f"uid {os.geteuid()}"
+        return (f"{'not writable' if probe == folder else f'cannot be made: {probe} is not writable'} by this user "
+                f"({who}{', a read-only file system' if _read_only(probe) else ''})")
+    return None
+
+
+def _read_only(path: Path) -> bool:
+    import os
+
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def metric_judge_problem(task, config) -> str | None:
+    """A task whose metric asks an LLM (``metric.params.judge``, the VQA judge) needs that model's key:
+    why it cannot run here, or None (checked at collection, before any run; not under --collect-only)."""
+    spec = (task.spec.metric.params or {}).get("judge") if task.spec.metric is not None else None
+    if not isinstance(spec, str) or not spec or getattr(config.option, "collectonly", False):
+        return None
+    from ..judge.llm import judge_problem
+
+    problem = judge_problem(spec)
+    return f"{spec}: {problem}" if problem else None

@@ -60,8 +60,9 @@ def check_bridged_model(spec: str, agent_models: str | None) -> None:
     from ...gateway.providers import ProviderError, check_routes, providers_from_env
 
     kind, _, arg = spec.partition(":")
+    given = {item.partition("=")[0].strip() for item in (agent_models or "").split(",") if "=" in item}
     try:
-        check_routes(routes_for(kind, arg or None, agent_models), providers_from_env())
+        check_routes(routes_for(kind, arg or None, agent_models), providers_from_env(), given, f"--amb-model={spec}")
     except ProviderError as e:
         raise AgentError(str(e)) from None
 

@@ -13,6 +13,14 @@ token, the run's limits: ``--amb-max-turns`` counts LLM calls, ``--amb-max-token
 variable and the token as every API key, and ends the program's process group when the gateway
 ends the run), revokes the token when the cell ends, and puts the gateway's ``llm_call`` events and
 the converted native events into the trace; tokens and cost come from the llm_call events only.
+
+Infrastructure, not the agent (the one rule of docs/agents.md, "Infrastructure failures"): the
+gateway keeps every model call that failed on the upstream's side (no connection, a timeout, a 5xx,
+a 429, the harness's key refused) and ends the run after ``runs.UPSTREAM_GIVE_UP`` of them in a row.
+A run the gateway ended so, a run none of whose model calls was answered, and a run that did not
+submit after its last model call failed upstream raise `UpstreamError`: the test is an ERROR, the
+run is saved ``errored`` and kept out of the scores. A call the provider refused for what the agent
+sent (malformed, too large, over the context) stays the agent's outcome.
 """
 from __future__ import annotations
 
@@ -29,6 +37,36 @@ from ...record.trace import Usage
 from ..command import CommandAgent
 
 AGENT_DIR = ".agent"  # under the workspace: the agent's own config and logs
+
+
+class UpstreamError(AgentError):
+    """The model provider behind the gateway failed the run (an infrastructure error, see the module doc).
+
+    ``signature`` (kind, status and URL of the last failure) lets the session count identical outages."""
+
+    def __init__(self, message: str, failures: list[dict[str, Any]]):
+        super().__init__(message)
+        self.failures = failures
+        last = failures[-1] if failures else {}
+        self.signature = f"{last.get('kind')} {last.get('status') or ''} {last.get('url')}".replace("  ", " ")
+
+
+def upstream_outage(binding, submitted: bool) -> str | None:
+    """Why the run is an infrastructure error for its upstream (see the module doc), or None."""
+    from ...gateway.runs import describe_upstream
+
+    failures = binding.upstream_failures
+    if not failures:
+        return None
+    if binding.upstream_down:
+        return f"the gateway ended the run: {binding.upstream_down}"
+    calls = [c for c in binding.calls if c.counted]
+    if not any(c.status == 200 for c in calls):
+        return (f"none of the run's {len(calls)} model call(s) was answered; the last upstream failure: "
+                f"{describe_upstream(failures[-1])}")
+    if binding.upstream_failing() and not submitted:
+        return f"the run's last model call failed on the upstream's side: {describe_upstream(failures[-1])}"
+    return None
 
 
 class InstallError(AgentError):
@@ -226,6 +264,11 @@ class BridgedAgent(CommandAgent):
         finally:
             gw.close_run(binding)
             self._account(ctx.record, binding, offset, opened_wall, workspace)
+        outage = upstream_outage(binding, ctx.record.submitted)
+        if outage:
+            ctx.record.ended_by = "upstream_error"
+            raise UpstreamError(f"{self.adapter.name}: infrastructure error, not the agent's: {outage}",
+                                list(binding.upstream_failures))
 
     def _account(self, record, binding, offset: float, opened_wall: float, workspace: Path) -> None:
         from .events import merge_events
@@ -234,6 +277,10 @@ class BridgedAgent(CommandAgent):
         record.usage = Usage(**totals["usage"])
         record.api_calls = totals["calls"]
         record.cost_usd = totals["cost_usd"]
+        from ...gateway.runs import describe_upstream
+
+        record.api_faults.extend({"upstream": True, "fault": describe_upstream(f), **f}
+                                 for f in binding.upstream_failures)
         if binding.limit_hit:  # the gateway refused a call and ended the program: scored on what it wrote
             record.limit_hit = record.limit_hit or binding.limit_hit
             record.ended_by = "limit"
