@@ -113,5 +113,6 @@ def test_a_claude_code_run_that_replaces_its_own_log_earns_no_more_and_is_flagge
         assert forged["stages"][stage] <= honest["stages"][stage] + 1e-9, stage
     assert [e for e in forged_trace if e["tool"] == "forged_call"]
     cells = [e for e in forged_trace if e["tool"] == "execute_code"]
-    assert "pilot.py" not in json.dumps([e.get("code") for e in cells])
+    forged_command = FORGED_LINES[0]["message"]["content"][0]["input"]["command"]
+    assert forged_command not in [e.get("code") for e in cells]  # the forged call is no cell (the forging step's own text is)
     assert honest["judge"]["provenance"] == forged["judge"]["provenance"] == "snapshots"
