@@ -45,7 +45,7 @@ class Codex(NpmAdapter):
         return Launch(command, {"CODEX_HOME": '"$AMB_WORKSPACE/.agent/codex"'})
 
     def gateway_event(self, name: Any, arguments: Any) -> dict[str, Any]:
-        return shell_event(name, arguments)
+        return tool_event(name, arguments)
 
     def convert(self, workspace: Path) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
@@ -66,6 +66,17 @@ def shell_event(name: Any, arguments: Any) -> dict[str, Any]:
     return {"tool": "execute_code", "language": "bash", "code": code[:20000], "name": name}
 
 
+SHELL_TOOLS = ("exec_command", "shell", "container.exec", "local_shell")
+
+
+def tool_event(name: Any, arguments: Any) -> dict[str, Any]:
+    """A shell tool's call as a bash cell; any other tool's (apply_patch ...) as an agent_tool event."""
+    if name in SHELL_TOOLS:
+        return shell_event(name, arguments)
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"tool": "agent_tool", "name": name, "code": text[:20000]}
+
+
 def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
     """Codex's rollout JSONL as events: exec_command/shell calls (with their output) as
     ``execute_code``, the assistant's messages as ``agent_text``; placed by their timestamps."""
@@ -79,20 +90,21 @@ def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
         payload = item.get("payload") if isinstance(item, dict) else None
         if not isinstance(payload, dict):
             continue
-        if payload.get("type") == "function_call":
-            try:
-                args = json.loads(payload.get("arguments") or "{}")
-            except ValueError:
-                args = {}
-            event = {**shell_event(payload.get("name"), args if args else payload.get("arguments")), "started_s": None,
-                     "wall_s": _epoch(item.get("timestamp")), "call_id": str(payload.get("call_id")),
-                     "arguments": payload.get("arguments")}
+        kind = payload.get("type")
+        if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+            name = "local_shell" if kind == "local_shell_call" else payload.get("name")
+            raw = payload.get("action") if kind == "local_shell_call" else \
+                payload.get("input") if kind == "custom_tool_call" else payload.get("arguments")
+            event = {**tool_event(name, raw), "started_s": None, "wall_s": _epoch(item.get("timestamp")),
+                     "call_id": str(payload.get("call_id")), "arguments": raw}
             calls[str(payload.get("call_id"))] = event
             events.append(event)
-        elif payload.get("type") == "function_call_output":
+        elif str(payload.get("type", "")).endswith("call_output"):
             event = calls.get(str(payload.get("call_id")))
             if event is not None:
                 out = payload.get("output")
+                if isinstance(out, dict) and isinstance(out.get("content"), str):
+                    out = out["content"]  # a structured output: its text is what the model was sent
                 event["stdout"] = (out if isinstance(out, str) else json.dumps(out))[-20000:]
         elif payload.get("type") == "message" and payload.get("role") == "assistant":
             text = "".join(c.get("text", "") for c in payload.get("content") or [] if isinstance(c, dict))
