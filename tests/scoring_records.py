@@ -75,7 +75,7 @@ def make_record(cells: list[dict], *, said: dict[int, str] | None = None, submit
     for i, c in enumerate(cells):
         rec.conversation.append({"role": "assistant", "content": said.get(i, ""),
                                  "tool_calls": [{"id": f"c{i}", "name": "execute_code", "arguments": {}}]})
-        rec.trace.append(TraceEvent(index=i, turn=i, tool="execute_code", started_s=float(i),
+        rec.trace.append(TraceEvent(index=i, turn=i, tool=c.get("tool", "execute_code"), started_s=float(i),
                                     language=c.get("language", "python"), code=c["code"], stdout=c["stdout"],
                                     stderr=c["stderr"], exit_code=c["exit_code"], timed_out=c["timed_out"],
                                     blocked=c["blocked"], outputs_after=c["outputs"], cases_after=c["outputs"]))

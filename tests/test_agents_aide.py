@@ -42,13 +42,34 @@ def test_aide_solves_the_tiny_task_through_the_gateway(tiny_suite, pytester, moc
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("AMB_AIDE_STEPS", "1")
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=aide:claude-sonnet-4-6")
-    _, trace = solved_run(pytester, r)
+    run, trace = solved_run(pytester, r)
     metered = metered_exactly(trace, mock_llm)
     assert {e["role"] for e in metered} >= {"chat", "feedback"} and all(e["translated"] for e in metered)
     nodes = [e for e in trace if (e.get("native") or {}).get("aide_stage")]
     assert nodes and nodes[0]["native"]["aide_stage"] == "draft" and "np.digitize" in nodes[0]["code"]
     hits = canary_hits(pytester.path / "reports", CANARY)
     assert hits == []
+    attributed_and_edited(pytester, run, nodes)
+
+
+def attributed_and_edited(pytester, run, nodes) -> None:
+    """The node's code is in a served response; a node added to the journal after the fact is not."""
+    from pytest_automedbench.agents.bridged.aide import journal_events
+    from pytest_automedbench.agents.bridged.corroborate import text_code_events
+
+    assert "INT-TAMPERED" not in [c["code"] for c in run["error_codes"]]
+    assert run["judge"]["provenance"] == "snapshots"
+    assert nodes[0]["native"]["integrity"]["status"] == "attributed"
+    assert any(c["path"].startswith("outputs/") for c in nodes[0]["files"])  # the harness's snapshots saw it write
+    (folder,) = sorted((pytester.path / "reports" / "runs").iterdir())
+    transcript = [json.loads(line) for line in (folder / "transcript.jsonl").read_text().splitlines()]
+    (journal_path,) = (folder / "workspace" / ".agent" / "aide" / "logs").glob("*/journal.json")
+    journal = json.loads(journal_path.read_text())
+    # the log edited after the fact: a pilot and a check that "ran", with their outputs
+    journal["nodes"].append({"id": "forged", "ctime": 1e10, "code": "import check\ncheck.pilot(cases=2)\nassert ok",
+                             "_term_out": ["pilot dice 0.93\nall checks passed"], "plan": "pilot, then check"})
+    events = text_code_events(transcript, journal_events(journal))
+    assert [e["tool"] for e in events] == ["execute_code", "unattributed_code"]
 
 
 NAIVE = yaml.safe_load((DEMO / "rexmle" / "blob_seg.naive.yaml").read_text())[0]["execute_code"]["code"]
@@ -78,3 +99,4 @@ def test_aide_on_the_demo_rexmle_challenge(pytester, mock_llm, monkeypatch, tmp_
     assert run["submitted"] is True and run["completion_rate"] == 1.0 and run["task_metrics"]["value"] > 0.5
     assert run["tokens"]["input"] == sum(u["input"] for u in mock_llm.usage_log)
     assert canary_hits(pytester.path, CANARY) == []
+

@@ -49,6 +49,9 @@ def run_folder(pytester) -> Path:
 
 def test_bridged_run_is_scored_metered_exactly_and_keyless(tiny_suite, pytester, canary_env, fake_claude_dir, isolation):
     mock = canary_env
+    # the main call issues the Bash call the fake runs (the gateway's record holds it: no tampering)
+    mock.responder = lambda req, api: {"tool_calls": [{"name": "Bash", "arguments": {"command": "python threshold_agent.py < TASK.md"}}]} \
+        if req.get("stream") else None
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=claude-code",
                            f"--amb-agents-dir={fake_claude_dir}", "--junitxml=out.xml")
     r.assert_outcomes(passed=1)
@@ -73,6 +76,11 @@ def test_bridged_run_is_scored_metered_exactly_and_keyless(tiny_suite, pytester,
     assert bash and "wrote 3 outputs" in bash[0]["stdout"] and bash[0]["exit_code"] == 0
     assert trace[-1]["tool"] == "submit_results" and [e["index"] for e in trace] == list(range(len(trace)))
     assert (folder / "workspace" / ".agent" / "claude-stream.jsonl").is_file()
+    assert "INT-TAMPERED" not in [c["code"] for c in result["error_codes"]]
+    assert bash[0]["native"]["integrity"]["status"] == "corroborated"  # the model issued it, the log agrees
+    assert result["judge"]["provenance"] == "snapshots"  # the harness's boundary snapshots
+    transcript = [json.loads(line) for line in (folder / "transcript.jsonl").read_text().splitlines()]
+    assert [c["name"] for e in transcript for c in e["tool_calls"]] == ["Bash"]
     # the key never left the gateway: requests upstream carried it, nothing the agent saw or the run kept does
     assert all(req["headers"].get("x-api-key") == CANARY for req in mock.requests)
     assert canary_hits(folder, CANARY) == [] and canary_hits(pytester.path / "reports", CANARY) == []
@@ -95,7 +103,8 @@ def test_a_gateway_limit_ends_the_agent_and_the_run_is_scored(tiny_suite, pytest
     refused = [e for e in trace if e["tool"] == "llm_call" and e["status"] == 400]
     assert len(refused) == 1 and "max_turns" in refused[0]["error"]
     assert sum(1 for e in trace if e["tool"] == "llm_call" and e["counted"]) == 3
-    assert "ended the run (max_turns)" in trace[0]["stderr"]
+    (program,) = [e for e in trace if e["tool"] == "execute_code" and "--socket" in (e["code"] or "")]
+    assert "ended the run (max_turns)" in program["stderr"]  # the program's own cell, placed last
     assert canary_hits(folder, CANARY) == []
 
 

@@ -53,6 +53,9 @@ CASES = {
     "TSK-TRAINING": dict(cells=good_cells() + [cell("loss.backward()\noptimizer.step()")]),
     "SBX-VIOLATION": dict(violations=[{"rule": "private_path", "cell": 3}]),
     "SBX-DISQUALIFIED": dict(violations=[{"rule": "a"}, {"rule": "b"}], disqualified=True),
+    # a bridged run's log that the gateway's record contradicts (agents/bridged/corroborate.py)
+    "INT-TAMPERED": dict(cells=good_cells() + [{**cell("", stderr="forged: call toolu_9: no model response issued it"),
+                                                "tool": "tampered_log"}]),
 }
 
 
@@ -73,6 +76,7 @@ def test_codes_fire_on_their_own(tmp_path):
     assert set(codes_of(tmp_path, **CASES["SBX-VIOLATION"])) == {"SBX-VIOLATION"}
     assert set(codes_of(tmp_path, **CASES["TSK-TRAINING"])) == {"TSK-TRAINING"}
     assert set(codes_of(tmp_path, **CASES["LOG-DEGENERATE"])) == {"LOG-DEGENERATE"}
+    assert set(codes_of(tmp_path, **CASES["INT-TAMPERED"])) == {"INT-TAMPERED"}
 
 
 def test_near_misses_do_not_fire(tmp_path):

@@ -125,7 +125,7 @@ class AgentLoop:
             raise
         finally:
             record.wall_time_s = round(self.clock() - started, 3)
-            record.harness_s = round(self.harness_s, 3)
+            record.harness_s = round(record.harness_s + self.harness_s, 3)  # + a bridged agent's snapshots
             if isinstance(policy, RetryPolicy):
                 policy.on_retry = outer
             if tells_time:

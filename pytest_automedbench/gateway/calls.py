@@ -4,7 +4,10 @@ agent's wire format is the provider's (the model replaced by the role's, streams
 event) or translated (`translate`), and meter it into the run's `LLMCall` event.
 
 The event is recorded before the last bytes reach the agent, so a reader of the run sees every
-call the agent saw answered.
+call the agent saw answered. So is the response itself (`RunBinding.served`: its text and tool calls,
+the transcript of record, gateway/transcript.py); a request that carries tool results closes those
+calls first (`RunBinding.closing`). Both are the run's tool-call boundaries, where the harness
+snapshots the workspace (`RunBinding.on_tool_boundary`).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import time
 from typing import Any
 
 from . import responses, translate
+from .transcript import StreamAssembler, entry_of, results_in
 from .providers import ANTHROPIC, OPENAI, Provider, Route, role_for
 from .runs import LLMCall, RunBinding
 from .wire import StreamMeter, estimate_tokens, sse_events, start_event_stream, usage_of
@@ -63,6 +67,8 @@ class Call:
         # a Responses call to a Messages provider: (its Chat request, its custom tools, reasoning items dropped)
         self.from_responses: tuple[dict[str, Any], set[str], int] | None = None
         self.started = time.monotonic()
+        self.assembler: StreamAssembler | None = None
+        self.early: int | None = None  # the boundary snapshot taken at a stream's first tool call
         self.event = LLMCall(started_s=round(binding.elapsed(), 4), endpoint=kind, wire=wire, provider=None,
                              model_asked=self.asked, model_served=None, role=None, status=0, stream=self.stream)
 
@@ -83,6 +89,8 @@ class Call:
         if binding.upstream_down:  # the gateway ended the run for an outage: no more upstream calls
             self.refuse(503, f"the run is over: {binding.upstream_down}", "api_error")
             return
+        if self.kind in ("messages", "chat.completions", "responses", "messages.count_tokens"):
+            binding.closing(results_in(self.kind, self.body))  # before anything: the agent's calls are done
         role = role_for(self.asked, self.kind.split(".")[0])
         route = binding.routes.get(role)
         self.event.role = role
@@ -168,9 +176,14 @@ class Call:
         h = self.h
         start_event_stream(h)
         meter = StreamMeter(self.event.provider or self.wire, self.kind.split(".")[0])
+        self.assembler = assembler = StreamAssembler(self.kind)
         first = None
         for raw, data in sse_events(iter(resp.readline, b"")):
             meter.see(data)
+            assembler.see(data)
+            if assembler.tool_started and self.early is None:  # before the agent sees any tool call
+                seq = self.binding.issuing()
+                self.early = -1 if seq is None else seq
             if not own_usage and isinstance(data, dict) and data.get("choices") == [] and "usage" in data:
                 continue  # the usage chunk the agent did not ask for
             if first is None and data is not None:
@@ -187,7 +200,14 @@ class Call:
             return
         self.event.first_token_s = None if first is None else round(first, 4)
         self._set_usage(meter.usage, None)
+        if self.assembler is not None:
+            self._served(self.assembler.entry())
         self.finish(200)
+
+    def _served(self, entry: dict[str, Any] | None) -> None:
+        if self.kind in ("messages", "chat.completions", "responses"):
+            early = self.early is not None
+            self.binding.served(self.event, entry, None if not early or self.early < 0 else self.early, early)
 
     def meter_body(self, status: int, data: bytes) -> None:
         try:
@@ -201,6 +221,7 @@ class Call:
             return
         provider_wire = self.event.provider or self.wire
         self._set_usage(usage_of(provider_wire, reply), reply)
+        self._served(entry_of(self.wire, self.kind, reply))
         self.finish(200)
 
     def _set_usage(self, usage: dict[str, int] | None, reply: Any) -> None:
@@ -281,6 +302,7 @@ class Call:
             out = translate.chat_to_message(reply, asked)
             events = translate.message_stream(out)
         self.event.dropped_reasoning = dropped
+        self._served(entry_of(self.wire, self.kind, out))  # as the agent gets it (its ids, its format)
         if self.stream:
             h = self.h
             start_event_stream(h)

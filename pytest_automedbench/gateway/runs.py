@@ -23,6 +23,10 @@ from typing import Any, Callable, Mapping
 from .providers import Route
 
 CostFn = Callable[[str, dict], "float | None"]
+# Called by the gateway at a tool-call boundary, before it goes on: ("issued", ids) before the agent can
+# read a response that issues tool calls, ("closed", ids) when a request carries their results. Returns
+# the snapshot's number (or None) and the harness seconds it took (left out of the run's time limit).
+BoundaryFn = Callable[[str, list], "tuple[int | None, float]"]
 
 #: What broke on the upstream's side: no connection, a timeout, HTTP 5xx, HTTP 429, the harness's key refused.
 UPSTREAM_KINDS = ("connect", "timeout", "http_5xx", "http_429", "auth")
@@ -87,6 +91,71 @@ class RunBinding:
     _admitted: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     ended: threading.Event = field(default_factory=threading.Event, repr=False)
+    # The transcript of record (gateway/transcript.py): each model response as served, in order; each
+    # tool call in it also gets, from the gateway's side: issued_at / closed_at (seconds since opened),
+    # the snapshots at its boundaries and the result the agent sent back to the model.
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    on_tool_boundary: BoundaryFn | None = field(default=None, repr=False)
+    code_in_text: bool = False  # the agent runs code from the response text (AIDE ...): any request closes it
+    harness_s: float = 0.0  # seconds the boundary snapshots took (not the agent's time)
+    _tick: int = 0
+    _open: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # call id -> its tool call
+    _boundary: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # -- the transcript ------------------------------------------------------------------------------
+    def _at_boundary(self, kind: str, ids: list[str]) -> int | None:
+        if self.on_tool_boundary is None:
+            return None
+        try:
+            seq, spent = self.on_tool_boundary(kind, ids)
+        except Exception:  # noqa: BLE001 - a failed snapshot must not break the agent's call
+            return None
+        self.harness_s += spent
+        return seq
+
+    def issuing(self) -> int | None:
+        """A response that issues tool calls is about to reach the agent: the snapshot before it."""
+        with self._boundary:
+            return self._at_boundary("issued", [])
+
+    def served(self, call: "LLMCall", entry: dict[str, Any] | None, snapshot: int | None = None,
+               early: bool = False) -> None:
+        """Record a response as served (before the agent reads its end). `early`: its boundary
+        snapshot was already taken (`issuing`, at the first tool-call event of a stream)."""
+        if entry is None:
+            return
+        with self._boundary:
+            at = round(self.elapsed(), 4)
+            calls = entry.get("tool_calls") or []
+            implicit = None
+            if self.code_in_text and not calls and "```" in (entry.get("text") or ""):
+                # code in the text: an implicit call, closed by the run's next request
+                implicit = entry["implicit_call"] = {"id": f"text-{len(self.transcript)}", "name": "code_in_text"}
+            opened = calls + ([implicit] if implicit else [])
+            if opened and not early:
+                snapshot = self._at_boundary("issued", [c["id"] for c in opened])
+            self._tick += 1
+            for c in opened:
+                c.update(issued_at=at, issued_tick=self._tick, snapshot_issued=snapshot)
+                self._open[str(c["id"])] = c
+            self.transcript.append({"n": len(self.transcript), "at": at, "endpoint": call.endpoint,
+                                    "role": call.role, "model": call.model_served, **entry})
+
+    def closing(self, results: dict[str, dict[str, Any]]) -> None:
+        """A request arrived carrying `results` (call id -> result): the open calls among them are
+        closed (with the code-in-text ones, by any request): the snapshot after them."""
+        with self._boundary:
+            ids = [i for i in self._open if i in results or i.startswith("text-")]
+            if not ids:
+                return
+            seq = self._at_boundary("closed", ids)
+            at = round(self.elapsed(), 4)
+            self._tick += 1
+            for i in ids:
+                c = self._open.pop(i)
+                c.update(closed_at=at, closed_tick=self._tick, snapshot_closed=seq)
+                if i in results:
+                    c["result"] = results[i]
 
     def admit(self) -> str | None:
         """None when the call may go; else the limit it would exceed (the run then ends)."""

@@ -18,6 +18,7 @@ import os
 import signal
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ class Cgroups:
     processes_capped: bool = False
     memory_capped: bool = False
     memory_dir: Path | None = None
+    freezer_dir: Path | None = None  # the group whose freezer stops them all (v2: the group; v1: freezer/)
 
     @classmethod
     def make(cls, max_processes: int | None, memory_mb: int | None, root: Path = CGROUP_ROOT) -> "Cgroups":
@@ -91,11 +93,49 @@ class Cgroups:
             pass
         return 0
 
+    @contextmanager
+    def frozen(self, wait_s: float = 2.0):
+        """Freeze every process of the groups for the block (the harness's snapshot at a tool-call
+        boundary); yields whether they were frozen (False: no freezer here; the block still runs)."""
+        group = self.freezer_dir
+        if group is None:
+            yield False
+            return
+        done = set_frozen(group, True, self.version, wait_s)
+        try:
+            yield done
+        finally:
+            set_frozen(group, False, self.version, wait_s)
+
     def remove(self) -> None:
         """Kill everything in the groups, then remove them (retrying while the dead are reaped)."""
         for d in self.dirs:
             remove_group(d)
         self.dirs = []
+
+
+def set_frozen(group: Path, frozen: bool, version: int | None, wait_s: float = 2.0) -> bool:
+    """Freeze (or thaw) a group and wait until the kernel says it is done (v2: cgroup.events' "frozen";
+    v1: freezer.state leaves FREEZING); False when it could not be written or did not settle in time."""
+    try:
+        if version == 2:
+            (group / "cgroup.freeze").write_text("1" if frozen else "0")
+        else:
+            (group / "freezer.state").write_text("FROZEN" if frozen else "THAWED")
+    except OSError:
+        return False
+    want = ("frozen 1" if frozen else "frozen 0") if version == 2 else ("FROZEN" if frozen else "THAWED")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            text = (group / ("cgroup.events" if version == 2 else "freezer.state")).read_text()
+        except OSError:
+            return False
+        if want in text.splitlines() or (version != 2 and text.strip() == want):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
 
 
 def remove_group(group: Path) -> None:
@@ -163,6 +203,15 @@ def _make_v1(root: Path, name: str, wanted: dict) -> Cgroups:
             groups.processes_capped = True
         else:
             groups.memory_capped, groups.memory_dir = True, group
+    freezer = root / "freezer"  # no limit to set: a group of its own, so a snapshot can freeze the cells
+    if groups.dirs and (freezer / "cgroup.procs").exists():
+        reap_stale(freezer)
+        try:
+            (freezer / name).mkdir()
+            groups.dirs.append(freezer / name)
+            groups.freezer_dir = freezer / name
+        except OSError:
+            pass
     if not groups.dirs:
         groups.version = None
     return groups
@@ -207,7 +256,7 @@ def _make_v2(root: Path, name: str, wanted: dict) -> Cgroups:
             group.mkdir()
         except OSError:
             continue
-        groups = Cgroups(dirs=[group], version=2)
+        groups = Cgroups(dirs=[group], version=2, freezer_dir=group if (group / "cgroup.freeze").exists() else None)
         for controller, value in usable.items():
             if _write_limits(group, controller, value, 2):
                 if controller == "pids":

@@ -60,6 +60,9 @@ FAMILY_INFO: dict[str, Family] = {f.name: f for f in [
            "the AutoMedBench paper's task-understanding family (0.9% of fired codes)"),
     Family("sandbox", None, "SBX", "sandbox policy",
            "ours: AutoMedBench blocks a first violation and disqualifies on the second, with no error code"),
+    # -- bridged agents' logs against the gateway's record (agents/bridged/corroborate.py) --
+    Family("integrity", None, "INT", "log integrity",
+           "ours: a bridged agent's native log that disagrees with the gateway's record of the model's responses"),
 ]}
 FAMILIES = tuple(FAMILY_INFO)
 
@@ -107,6 +110,9 @@ CODES: dict[str, ErrorCode] = {c.code: c for c in [
     ErrorCode("TSK-TRAINING", "task_understanding", "trained or fine-tuned on an inference-only task"),
     ErrorCode("SBX-VIOLATION", "sandbox", "the sandbox policy blocked an action"),
     ErrorCode("SBX-DISQUALIFIED", "sandbox", "the run was disqualified for repeated violations"),
+    # -- bridged agents' logs against the gateway's record (agents/bridged/corroborate.py) --
+    ErrorCode("INT-TAMPERED", "integrity", "the agent's log shows tool calls no model response issued, leaves out "
+              "calls the model made, or changes their outputs or order (no credit from the forged events)"),
 ]}
 
 # What counts as "the outputs" in a claim (not plan files or the environment).
@@ -331,9 +337,22 @@ def sandbox(f: RunFacts) -> list[Fired]:
     return fired
 
 
+# -- bridged agents' logs against the gateway's record (agents/bridged/corroborate.py) --
+TAMPER_EVENTS = ("tampered_log", "forged_call")  # the events corroboration adds; never code cells
+
+
+def integrity(f: RunFacts) -> list[Fired]:
+    bad = [e for e in f.record.trace if e.tool in TAMPER_EVENTS]
+    if not bad:
+        return []
+    flags = [e for e in bad if e.tool == "tampered_log"] or bad
+    first = (flags[0].stderr or flags[0].tool).splitlines()[0][:160]
+    return [_fire("INT-TAMPERED", f"{len(flags)} mismatch(es) with the gateway's record, first: {first}")]
+
+
 DETECTORS: list[Callable[[RunFacts], list[Fired]]] = [
     hallucination, resource, logic, code_runtime, format_errors, verification, submission, task_understanding,
-    sandbox,
+    sandbox, integrity,
 ]
 
 

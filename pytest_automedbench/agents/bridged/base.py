@@ -32,11 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from dataclasses import replace
+
 from ..base import AgentError
+from .snapshots import AgentClock, BoundarySnapshots, cgroups_of
 from ...record.trace import Usage
 from ..command import CommandAgent
 
 AGENT_DIR = ".agent"  # under the workspace: the agent's own config and logs
+TRANSCRIPT = "transcript.jsonl"  # in the run folder: the gateway's record of the model's responses
+# room the cell's hard timeout leaves for the boundary snapshots (their time is not the agent's)
+HARNESS_ALLOWANCE, HARNESS_ALLOWANCE_MIN_S, HARNESS_ALLOWANCE_MAX_S = 0.1, 30.0, 600.0
 
 
 class UpstreamError(AgentError):
@@ -86,6 +92,9 @@ class Adapter:
 
     name = "adapter"
     default_model: str | None = None
+    # True: the program runs tools the model calls (claude-code, codex): its trace is built from the
+    # gateway's tool calls (`gateway_event`). False: it runs code it takes from the response text.
+    tool_calls = False
 
     def __init__(self, model: str | None = None):
         self.model = model or self.default_model
@@ -111,6 +120,10 @@ class Adapter:
         """The native log as trace events: dicts with `tool`, `started_s` (None: unknown) and
         TraceEvent fields (an ``execute_code`` event is a code cell the judge can read)."""
         return []
+
+    def gateway_event(self, name: Any, arguments: Any) -> dict[str, Any]:
+        """A tool call as the gateway served it, as a trace event (tool-calling adapters)."""
+        raise NotImplementedError
 
     def not_observable(self) -> list[str]:
         """Stage items the judge cannot observe for this agent (reported, never fabricated)."""
@@ -259,18 +272,34 @@ class BridgedAgent(CommandAgent):
         left = lim.time_limit_s - (self.clock() - ctx.started)
         launch.env.setdefault("TIME_LIMIT_SECS", str(max(30, int(left - max(30.0, 0.05 * left)))))
         self.command = bridged_cell(gw.socket_path, gw.forwarder_path, binding.token, launch)
+        # the harness's snapshots at every tool-call boundary (snapshots.py), the first one now
+        snaps = BoundarySnapshots(workspace, cgroups_of(ctx.sandbox))
+        snaps("opened", [])
+        binding.code_in_text = not self.adapter.tool_calls
+        binding.on_tool_boundary = snaps
+        binding.harness_s = snaps.seconds()
+        # their time is not the agent's: the gateway ends the run on the agent's own time, the cell's
+        # timeout is a backstop with room for the snapshots
+        allowance = min(HARNESS_ALLOWANCE_MAX_S, max(HARNESS_ALLOWANCE_MIN_S, HARNESS_ALLOWANCE * left))
+        run_ctx = replace(ctx, limits=replace(lim, time_limit_s=lim.time_limit_s + allowance))
         try:
-            super().run(ctx)
+            with AgentClock(binding, ctx.started, lim.time_limit_s, self.clock):
+                super().run(run_ctx)
         finally:
             gw.close_run(binding)
-            self._account(ctx.record, binding, offset, opened_wall, workspace)
+            binding.on_tool_boundary = None
+            snaps("ended", [])
+            ctx.record.harness_s = round(snaps.seconds(), 3)  # the loop adds its own to it
+            self._account(ctx.record, binding, offset, opened_wall, workspace, snaps)
         outage = upstream_outage(binding, ctx.record.submitted)
         if outage:
             ctx.record.ended_by = "upstream_error"
             raise UpstreamError(f"{self.adapter.name}: infrastructure error, not the agent's: {outage}",
                                 list(binding.upstream_failures))
 
-    def _account(self, record, binding, offset: float, opened_wall: float, workspace: Path) -> None:
+    def _account(self, record, binding, offset: float, opened_wall: float, workspace: Path,
+                 snaps: "BoundarySnapshots | None" = None) -> None:
+        from .corroborate import text_code_events, tool_call_events
         from .events import merge_events
 
         totals = binding.totals()
@@ -288,4 +317,32 @@ class BridgedAgent(CommandAgent):
             native = self.adapter.convert(workspace)
         except Exception as exc:  # noqa: BLE001 - an unreadable native log is the agent's, not a harness fault
             native = [{"tool": "agent_log", "started_s": None, "stderr": f"native log not read: {exc}"[:500]}]
+        write_transcript(workspace.parent / TRANSCRIPT, binding.transcript)
+        # the gateway's record is the transcript of record; the native log is corroborated against it
+        if self.adapter.tool_calls:
+            native = tool_call_events(self.adapter, binding.transcript, native)
+        else:
+            native = text_code_events(binding.transcript, native)
+        launcher = record.code_cells()[0] if record.code_cells() else None
+        if snaps is not None:
+            snaps.attach(native, launcher)
+            self.snapshot_summary = snaps.summary()
         merge_events(record, binding.calls, native, offset, opened_wall)
+        if launcher is not None and snaps is not None:  # the program's own cell: what came after the last boundary
+            rest = [e for e in record.trace if e is not launcher]
+            submit = [e for e in rest if e.tool == "submit_results"]
+            record.trace[:] = [e for e in rest if e.tool != "submit_results"] + [launcher] + submit
+            for i, event in enumerate(record.trace):
+                event.index = i
+
+
+def write_transcript(path: Path, transcript: list[dict[str, Any]]) -> None:
+    """The gateway's record, one response a line, into the run folder (outside the workspace)."""
+    import json
+
+    from ...util.atomic_files import atomic_write
+
+    try:
+        atomic_write(path, "".join(json.dumps(e, default=str) + "\n" for e in transcript))
+    except OSError:
+        pass  # the run folder's own writes report a full disk; the trace still holds the events

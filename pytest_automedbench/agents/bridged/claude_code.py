@@ -8,9 +8,12 @@
   logs in ``/workspace/.agent/claude``, updates, telemetry and non-essential traffic off. Every
   model tier it may ask for (its main model, the Haiku-tier side calls) is mapped by the gateway:
   Haiku names to the ``small`` role, the rest to ``chat``.
-- Trace: its stream-json (``/workspace/.agent/claude-stream.jsonl``) becomes events: each Bash
-  tool call with its result is an ``execute_code`` cell the judge reads; other tool calls (Write,
-  Edit, Read ...) and its text are ``agent_tool`` / ``agent_text`` events; its own ``result``
+- Trace: the gateway's tool calls (corroborate.py): each Bash call the model issued, with the
+  output Claude Code sent back to the model, is an ``execute_code`` cell the judge reads; other
+  tool calls (Write, Edit, Read ...) are ``agent_tool`` events. Its stream-json
+  (``/workspace/.agent/claude-stream.jsonl``, which the agent's processes can write) is
+  corroborated against them (a call in it that no response issued is a ``forged_call``, never a
+  cell); its text is ``agent_text`` events; its own ``result``
   line (turns, its cost estimate) is kept as ``agent_result`` (a cross-check: the gateway's
   llm_call events are what the run is charged).
 """
@@ -34,6 +37,7 @@ class ClaudeCode(NpmAdapter):
     name = "claude-code"
     default_model = "claude-sonnet-4-6"
     package, bin_name, version_env = PACKAGE, "claude", "AMB_CLAUDE_CODE_VERSION"
+    tool_calls = True  # its trace is the gateway's tool calls; stream-json is corroborated against them
 
     def launch(self, agents_dir: Path, limits: Any) -> Launch:
         env = {"IS_SANDBOX": "1", "CLAUDE_CONFIG_DIR": '"$AMB_WORKSPACE/.agent/claude"',
@@ -51,6 +55,14 @@ class ClaudeCode(NpmAdapter):
         if not path.is_file():
             return []
         return stream_json_events(path.read_text(encoding="utf-8", errors="replace").splitlines())
+
+    def gateway_event(self, name: Any, arguments: Any) -> dict[str, Any]:
+        """A tool call as the gateway served it: a Bash call is a bash cell, any other an agent_tool."""
+        args = arguments if isinstance(arguments, dict) else {}
+        if name == "Bash":
+            return {"tool": "execute_code", "language": "bash", "code": str(args.get("command", ""))[:MAX_TEXT],
+                    "name": "Bash"}
+        return {"tool": "agent_tool", "name": name, "code": json.dumps(arguments)[:MAX_TEXT]}
 
     def not_observable(self) -> list[str]:
         return ["plan revisions between turns (only the files the agent wrote are seen)",
@@ -92,6 +104,7 @@ def stream_json_events(lines: list[str]) -> list[dict[str, Any]]:
                     else:
                         event = {"tool": "agent_tool", "started_s": None, "name": block.get("name"),
                                  "code": json.dumps(tool_input)[:MAX_TEXT]}
+                    event.update(call_id=str(block.get("id")), arguments=block.get("input"))
                     pending[str(block.get("id"))] = event
                     events.append(event)
         elif kind == "user":

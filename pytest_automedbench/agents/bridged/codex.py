@@ -6,8 +6,9 @@
   whose provider is the gateway (``wire_api = "responses"``: Codex dropped chat for custom
   providers; the gateway passes /v1/responses through to an OpenAI-compatible provider and
   translates it to Messages for an Anthropic one).
-- Trace: its rollout JSONL (``$CODEX_HOME/sessions/**/rollout-*.jsonl``): each ``function_call``
-  for a shell command (``exec_command``) with its output is an ``execute_code`` event.
+- Trace: the gateway's function calls (corroborate.py): each shell command (``exec_command``) the
+  model issued, with the output Codex sent back to it, is an ``execute_code`` event; its rollout
+  JSONL (``$CODEX_HOME/sessions/**/rollout-*.jsonl``) is corroborated against them.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class Codex(NpmAdapter):
     name = "codex"
     default_model = "gpt-4o"
     package, bin_name, version_env = PACKAGE, "codex", "AMB_CODEX_VERSION"
+    tool_calls = True  # its trace is the gateway's tool calls; the rollout is corroborated against them
 
     def launch(self, agents_dir: Path, limits: Any) -> Launch:
         config = CONFIG.replace("{base}", "$AMB_GATEWAY_URL")  # expanded by the heredoc in the cell
@@ -42,11 +44,37 @@ class Codex(NpmAdapter):
                    f'--dangerously-bypass-approvals-and-sandbox --model amb-chat "$(cat)"')
         return Launch(command, {"CODEX_HOME": '"$AMB_WORKSPACE/.agent/codex"'})
 
+    def gateway_event(self, name: Any, arguments: Any) -> dict[str, Any]:
+        return tool_event(name, arguments)
+
     def convert(self, workspace: Path) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for path in sorted((workspace / ".agent" / "codex" / "sessions").rglob("rollout-*.jsonl")):
             events += rollout_events(path.read_text(encoding="utf-8", errors="replace").splitlines())
         return events
+
+
+def shell_event(name: Any, arguments: Any) -> dict[str, Any]:
+    """A function call as an event: its shell command (``cmd`` / ``command``, a string or argv) as a bash cell."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
+    command = (arguments.get("cmd") or arguments.get("command")) if isinstance(arguments, dict) else None
+    code = " ".join(map(str, command)) if isinstance(command, list) else str(command or json.dumps(arguments))
+    return {"tool": "execute_code", "language": "bash", "code": code[:20000], "name": name}
+
+
+SHELL_TOOLS = ("exec_command", "shell", "container.exec", "local_shell")
+
+
+def tool_event(name: Any, arguments: Any) -> dict[str, Any]:
+    """A shell tool's call as a bash cell; any other tool's (apply_patch ...) as an agent_tool event."""
+    if name in SHELL_TOOLS:
+        return shell_event(name, arguments)
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"tool": "agent_tool", "name": name, "code": text[:20000]}
 
 
 def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
@@ -62,21 +90,21 @@ def rollout_events(lines: list[str]) -> list[dict[str, Any]]:
         payload = item.get("payload") if isinstance(item, dict) else None
         if not isinstance(payload, dict):
             continue
-        if payload.get("type") == "function_call":
-            try:
-                args = json.loads(payload.get("arguments") or "{}")
-            except ValueError:
-                args = {}
-            command = (args.get("cmd") or args.get("command")) if isinstance(args, dict) else None
-            code = " ".join(command) if isinstance(command, list) else str(command or payload.get("arguments"))
-            event = {"tool": "execute_code", "started_s": None, "wall_s": _epoch(item.get("timestamp")),
-                     "language": "bash", "code": code[:20000], "name": payload.get("name")}
+        kind = payload.get("type")
+        if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+            name = "local_shell" if kind == "local_shell_call" else payload.get("name")
+            raw = payload.get("action") if kind == "local_shell_call" else \
+                payload.get("input") if kind == "custom_tool_call" else payload.get("arguments")
+            event = {**tool_event(name, raw), "started_s": None, "wall_s": _epoch(item.get("timestamp")),
+                     "call_id": str(payload.get("call_id")), "arguments": raw}
             calls[str(payload.get("call_id"))] = event
             events.append(event)
-        elif payload.get("type") == "function_call_output":
+        elif str(payload.get("type", "")).endswith("call_output"):
             event = calls.get(str(payload.get("call_id")))
             if event is not None:
                 out = payload.get("output")
+                if isinstance(out, dict) and isinstance(out.get("content"), str):
+                    out = out["content"]  # a structured output: its text is what the model was sent
                 event["stdout"] = (out if isinstance(out, str) else json.dumps(out))[-20000:]
         elif payload.get("type") == "message" and payload.get("role") == "assistant":
             text = "".join(c.get("text", "") for c in payload.get("content") or [] if isinstance(c, dict))
