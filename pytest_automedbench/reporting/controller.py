@@ -18,6 +18,7 @@ from ..util import safefs
 from ..util.atomic_files import atomic_write
 from ..store.run_folders import run_id, try_read_result
 from . import baseline as baselines
+from . import formats
 from . import rexmle
 from .leaderboard import aggregate, error_analysis
 from .markdown import render_markdown
@@ -77,6 +78,7 @@ class ResultsCollector:
                 self.gate = baselines.parse_gate(settings.compare_fail)
             except ValueError as e:
                 raise pytest.UsageError(f"--amb-compare-fail: {e}") from None
+        self.formats = formats.chosen_formats(config)  # --amb-formats (reporting/formats/)
         self.runs: dict[str, dict[str, Any]] = {}  # run_id -> result
         self.doc: dict[str, Any] | None = None  # amb-results.json, once written
         self.reused: set[str] = set()
@@ -140,6 +142,8 @@ class ResultsCollector:
                 self.messages.append(f"ERROR: {report_dir}: the reports could not be written: {e.strerror or e}")
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             add_session_properties(self.config, doc)
+            if self.paths:  # ATIF trajectories and the Inspect log (reporting/formats/)
+                self.messages += formats.write_formats(doc["runs"], s.runs_dir, report_dir, s.model, self.formats)
             if self.save_name and self.paths:
                 try:
                     path = baselines.save(self.save_name, report_dir, doc["runs"], doc["aggregate"])

@@ -33,6 +33,8 @@ OPTIONS = [
     ("compare", "amb_compare", None, str, "compare with baseline NAME or a baseline file PATH"),
     ("compare-fail", "amb_compare_fail", None, str,
      "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
+    ("formats", "amb_formats", "atif,inspect", str,
+     "also write each run as ATIF (trajectory.json) and the session as an Inspect log: atif, inspect, both comma-separated, or none"),
     ("prices", "amb_prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
     ("retry-delay", "amb_retry_delay", "1.0", float, "base seconds of the LLM API retry backoff"),
     ("progress", "amb_progress", "auto", str,
