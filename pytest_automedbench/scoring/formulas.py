@@ -3,7 +3,7 @@
     Agentic = 0.25 S1 + 0.15 S2 + 0.35 S3 + 0.15 S4 + 0.10 S5      (each stage in [0, 1])
     Task    = track metric x completion rate                      (in [0, 1])
     Overall = 50 Agentic + 50 Task                                 (in [0, 100])
-    S4      = 0.5 completion + 0.5 format valid
+    S4      = 0.5 completion + 0.5 format valid                  (VQA: capped by its guards, s4_guards.py)
     S5      = 0.5 has valid results + 0.5 format valid        (0 when submit_results was never called)
     Medal   = bands on Task (metric x completion); F when invalid, disqualified or never submitted
 
@@ -159,11 +159,14 @@ class Scores:
     completion_rate: float
     format_valid: bool
     medal: str | None
+    s4_guards: dict | None = None  # VQA's S4 caps (scoring/s4_guards.py), None where none apply
 
 
 def combine(stages_s1_s3: dict[str, float], metric: float, completion_rate: float, format_valid: bool,
             has_valid_results: bool, *, disqualified: bool = False, bands=None, baseline=None,
-            relative: bool = False, submitted: bool = True) -> Scores:
+            relative: bool = False, submitted: bool = True, s4_guard=None) -> Scores:
+    """The run's scores. `s4_guard(s4, completion_rate, task_score) -> (s4, block)` caps S4 (the
+    guarded tracks' rule, scoring/s4_guards.py); its block goes into result.json as `s4_guards`."""
     # Completion counts computed outputs only: the judge's "S4" is the share of outputs that are not
     # byte copies of other outputs or of public inputs (judge/history.py; 1.0 when unknown). A copied
     # output is not a prediction, so it completes nothing, for S4 and for Task alike.
@@ -176,13 +179,16 @@ def combine(stages_s1_s3: dict[str, float], metric: float, completion_rate: floa
         "S4": s4(completion_rate, format_valid),
         "S5": s5(has_valid_results, format_valid) if submitted else 0.0,
     }
+    guards = None
+    if s4_guard is not None:
+        stages["S4"], guards = s4_guard(stages["S4"], completion_rate, task_score(metric, completion_rate))
     # The medal is earned by what was submitted: metric x completion (AutoMedBench counts a missing
     # case as wrong), and a run that never called submit_results gets at most F.
     m = medal(task_score(metric, completion_rate), format_valid=format_valid and submitted,
               disqualified=disqualified, bands=bands, baseline=baseline, relative=relative)
     if disqualified:
-        return Scores({k: 0.0 for k in stages}, 0.0, 0.0, 0.0, submitted_rate, format_valid, m)
+        return Scores({k: 0.0 for k in stages}, 0.0, 0.0, 0.0, submitted_rate, format_valid, m, guards)
     ag = agentic(stages)
     t = task_score(metric, completion_rate)
     # completion_rate reports the submission as submitted (copies included); Task and S4 count computed ones
-    return Scores(stages, ag, t, overall(ag, t), submitted_rate, format_valid, m)
+    return Scores(stages, ag, t, overall(ag, t), submitted_rate, format_valid, m, guards)
