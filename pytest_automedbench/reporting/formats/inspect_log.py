@@ -88,6 +88,12 @@ def _iso(stamp: Any) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", t) + (str(stamp)[-5:-2] + ":" + str(stamp)[-2:])
 
 
+def _verdict_line(result: dict[str, Any]) -> str:
+    """What the viewer's answer column shows for a run whose last turn had no text."""
+    ended = "submitted" if result.get("submitted") else f"ended by {result.get('ended_by') or 'unknown'}"
+    return f"{ended}; medal {result.get('medal') or '-'}; {result.get('failure_mode') or 'complete'}"
+
+
 def sample(result: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
     messages, _trace, source = read_transcript(run_dir) if run_dir is not None else ([], [], "none")
     chat = chat_messages(messages)
@@ -103,7 +109,7 @@ def sample(result: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
         "messages": chat,
         "output": {"model": model, "choices": ([{"message": {k: v for k, v in last_assistant.items() if k != "model"},
                                                   "stop_reason": "stop"}] if last_assistant else []),
-                   "completion": last_assistant["content"] if last_assistant else ""},
+                   "completion": (last_assistant or {}).get("content") or _verdict_line(result)},
         "scores": {name: {"value": value, "metadata": {"unit": "0-100" if name == "overall" else "0-1"}}
                    for name, value in scores.items()},
         "metadata": {"transcript_source": source, **verdicts(result)},
