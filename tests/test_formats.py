@@ -169,7 +169,9 @@ def test_a_session_writes_both_by_default_and_none_turns_them_off(tiny_suite, py
     r = pytester.runpytest_subprocess("suite", "-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)
     (run,) = [p for p in (pytester.path / "reports" / "runs").iterdir() if not p.name.startswith(".")]
-    atif.Trajectory.model_validate_json((run / "trajectory.json").read_text())
+    traj = atif.Trajectory.model_validate_json((run / "trajectory.json").read_text())
+    assert traj.extra["automedbench"]["missing_stage_policy"] == "zero"  # the tiny task is segmentation
+    assert json.loads((run / "result.json").read_text())["missing_stage_policy"] == "zero"
     (log_file,) = (pytester.path / "reports" / "inspect").iterdir()
     log = inspect_log.read_eval_log(str(log_file))
     assert [s.id for s in log.samples] == [run.name]

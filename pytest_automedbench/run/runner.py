@@ -99,7 +99,8 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
                         baseline=track.diagnostics.get("baseline_score"), relative=relative,
                         submitted=record.submitted, s4_guard=s4_guards.guard_for(  # VQA's S4 caps (formats)
-                            spec.track, outputs, track.n_cases, verdicts, observed=bool(record.code_cells())))
+                            spec.track, outputs, track.n_cases, verdicts, observed=bool(record.code_cells())),
+                        missing_stage_policy=scoring.missing_stage_policy(spec.track))
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
     section = _rexmle_section(task, track, outputs, data, record)
     mle = _mlebench_section(task, track)
@@ -111,6 +112,8 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "format_valid": s.format_valid,
         "stages": {k: round(v, 6) for k, v in s.stages.items()},
         **({"s4_guards": s.s4_guards} if s.s4_guards is not None else {}),
+        "missing_stage_policy": scoring.missing_stage_policy(spec.track),
+        **({"unscored_stages": s.unscored} if s.unscored else {}),
         "stage_evidence": {k: v.items for k, v in verdicts.items()},
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
         # A ReX-MLE run's medal is its place among the humans (gold / silver / bronze / above_median /
