@@ -33,6 +33,10 @@ def test_placeholders_are_the_anchors_fillers_and_an_empty_answer_is_an_honest_s
     (tmp_path / "answers.json").write_text(json.dumps(answers))
     # q1, q2, q3, q6 are placeholders; q4/q8 (empty) and q7 (an answer that starts with a word) are not
     assert s4_guards.placeholder_rate(tmp_path, expected=10) == pytest.approx(0.4)
+    # an answer that is one of its question's options is an answer (the demo's laterality "none")
+    (tmp_path / "questions.json").write_text(json.dumps([{"id": "q3", "type": "mc", "options": ["left", "n/a"]},
+                                                         {"id": "q5", "type": "yesno"}]))
+    assert s4_guards.placeholder_rate(tmp_path, expected=10, public=tmp_path) == pytest.approx(0.3)
     (tmp_path / "answers.json").write_text("{broken")
     assert s4_guards.placeholder_rate(tmp_path, expected=10) == 0.0
     (tmp_path / "answers.json").unlink()

@@ -99,7 +99,7 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
                         baseline=track.diagnostics.get("baseline_score"), relative=relative,
                         submitted=record.submitted, s4_guard=s4_guards.guard_for(  # VQA's S4 caps (formats)
-                            spec.track, outputs, track.n_cases, verdicts, observed=bool(record.code_cells())),
+                            spec.track, outputs, track.n_cases, verdicts, bool(record.code_cells()), data.public),
                         missing_stage_policy=scoring.missing_stage_policy(spec.track))
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
     section = _rexmle_section(task, track, outputs, data, record)

@@ -7,7 +7,8 @@ format_checker.py `detect_placeholder`), applied to the track's S4 (0.5 completi
 
 A placeholder is an answer that pretends to be one: `unknown`, `n/a`, `na`, `none`, `null`, or an
 answer starting `heuristic:`, `fallback:`, `placeholder:`, `mock:`, `dummy:`, `stub:`
-(case-insensitive); an empty answer is an honest skip, not a placeholder. The rate is over the
+(case-insensitive); an empty answer is an honest skip, and one of the question's own options
+(a multiple-choice "none") a real answer, not a placeholder. The rate is over the
 expected questions. Accuracy is the task score (metric x completion: a missing answer is wrong,
 as the anchor counts it).
 
@@ -30,12 +31,28 @@ ANSWERS_LIMIT = 64 << 20  # bytes of answers.json read for the rate (the scorer'
 PLACEHOLDER_CAP, NO_MODEL_CALL_CAP, BROKEN_CAP = 0.2, 0.3, 0.5
 
 
-def is_placeholder(answer: Any) -> bool:
+def is_placeholder(answer: Any, options: Any = ()) -> bool:
+    """A filler answer; never one of the question's own options (a multiple-choice "none" is an answer:
+    the anchor checks the model's raw text beside a chosen label, our answers.json has the option text)."""
     text = str(answer).strip().lower() if answer is not None else ""
+    if text in {str(o).strip().lower() for o in (options or ())}:
+        return False
     return bool(text) and (text in PLACEHOLDER_WHOLE or text.startswith(PLACEHOLDER_PREFIXES))
 
 
-def placeholder_rate(outputs: Path, expected: int) -> float:
+def _options(public: Path | None) -> dict[str, list]:
+    """Each question's options from the task's public questions.json (harness data, not the agent's)."""
+    if public is None:
+        return {}
+    try:
+        questions = json.loads((Path(public) / "questions.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(q.get("id")): q.get("options") or [] for q in questions if isinstance(q, dict)} \
+        if isinstance(questions, list) else {}
+
+
+def placeholder_rate(outputs: Path, expected: int, public: Path | None = None) -> float:
     """Share of the expected questions whose answer in outputs/answers.json is a placeholder."""
     from ..util import safefs
 
@@ -46,7 +63,8 @@ def placeholder_rate(outputs: Path, expected: int) -> float:
         return 0.0  # a broken file is a format failure, scored as one; it claims no answer
     if not isinstance(answers, dict) or expected <= 0:
         return 0.0
-    return sum(1 for a in answers.values() if is_placeholder(a)) / expected
+    options = _options(public)
+    return sum(1 for q, a in answers.items() if is_placeholder(a, options.get(str(q)))) / expected
 
 
 def model_call(verdicts: dict[str, Any], observed: bool) -> bool | None:
@@ -78,18 +96,19 @@ def apply(s4: float, completion_rate: float, placeholders: float, called: bool |
     return s4, caps
 
 
-def guard_for(track: str, outputs: Path, expected: int, verdicts: dict[str, Any], observed: bool):
+def guard_for(track: str, outputs: Path, expected: int, verdicts: dict[str, Any], observed: bool,
+              public: Path | None = None):
     """The guard `scoring.combine` applies to S4 for a run of `track` (None outside the guarded tracks)."""
     if track not in GUARDED_TRACKS:
         return None
     return lambda s4, completion_rate, accuracy: guard(s4, completion_rate, accuracy, outputs, expected,
-                                                       verdicts, observed)
+                                                       verdicts, observed, public)
 
 
 def guard(s4: float, completion_rate: float, accuracy: float, outputs: Path, expected: int,
-          verdicts: dict[str, Any], observed: bool) -> tuple[float, dict[str, Any]]:
+          verdicts: dict[str, Any], observed: bool, public: Path | None = None) -> tuple[float, dict[str, Any]]:
     """(S4, the result.json `s4_guards` block)."""
-    placeholders = placeholder_rate(outputs, expected)
+    placeholders = placeholder_rate(outputs, expected, public)
     called = model_call(verdicts, observed)
     capped, caps = apply(s4, completion_rate, placeholders, called, accuracy)
     return capped, {"placeholder_rate": round(placeholders, 6), "model_call_detected": called,
