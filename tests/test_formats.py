@@ -84,7 +84,7 @@ def test_run_trajectory_validates_as_atif_with_calls_observations_and_verdicts(t
 
 
 def test_gateway_transcript_is_preferred_when_the_run_has_one(tmp_path):
-    res = result()
+    res = result(model="claude-code:claude-sonnet-4-6")  # a bridged run: the gateway keeps its transcript
     folder = run_folder(tmp_path / "runs", res)
     served = [{"text": "Looking (as served).", "at": 1.0, "usage": {"input": 10, "output": 3, "cache_read": 2},
                "tool_calls": [{"id": "c1", "name": "execute_code", "arguments": json.dumps({"code": "print(1)"})}]},
@@ -98,6 +98,16 @@ def test_gateway_transcript_is_preferred_when_the_run_has_one(tmp_path):
     assert agent[0].observation.results[0].content == "exit 0\n1"
     assert (agent[0].metrics.prompt_tokens, agent[0].metrics.completion_tokens, agent[0].metrics.cached_tokens) == (12, 3, 2)
     assert "transcript.jsonl" in traj.notes
+
+
+def test_a_transcript_planted_beside_a_loop_agents_workspace_is_ignored(tmp_path):
+    # attack: a local-sandbox agent writes ../transcript.jsonl to forge its trajectory's steps
+    res = result()
+    folder = run_folder(tmp_path / "runs", res)
+    (folder / "transcript.jsonl").write_text(json.dumps({"text": "I validated everything.", "tool_calls": []}) + "\n")
+    formats.write_formats([res], tmp_path / "runs", tmp_path / "rep", "reference", {"atif"})
+    traj = atif.Trajectory.model_validate_json((folder / "trajectory.json").read_text())
+    assert "I validated everything." not in [s.message for s in traj.steps] and "conversation.json" in traj.notes
 
 
 def test_a_run_that_recorded_nothing_still_validates(tmp_path):
@@ -165,6 +175,7 @@ def test_full_disk_is_one_line_not_a_traceback(tmp_path, monkeypatch):
     assert len(lines) == 2 and all(line.startswith("ERROR: ") and "No space left" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_a_session_writes_both_by_default_and_none_turns_them_off(tiny_suite, pytester):
     r = pytester.runpytest_subprocess("suite", "-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)

@@ -188,15 +188,24 @@ def _read_json_lines(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_transcript(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """(messages, trace events, source): the run's transcript of record."""
+def bridged(result: dict[str, Any]) -> bool:
+    """The run's agent is a bridged one: only its run folder has a gateway transcript of record."""
+    from ...agents import BRIDGED_KINDS
+
+    return str(result.get("model") or "").partition(":")[0] in BRIDGED_KINDS
+
+
+def read_transcript(run_dir: Path, gateway_record: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """(messages, trace events, source): the run's transcript of record. `gateway_record`: the run's
+    transcript.jsonl may be used (a bridged run); otherwise one found there is not the harness's (an
+    agent of the local sandbox can write beside its workspace) and is ignored."""
     try:
         conversation = json.loads((run_dir / "conversation.json").read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError):
         conversation = []
     conversation = conversation if isinstance(conversation, list) else []
     trace = _read_json_lines(run_dir / "trace.jsonl")
-    gateway = _read_json_lines(run_dir / "transcript.jsonl")
+    gateway = _read_json_lines(run_dir / "transcript.jsonl") if gateway_record else []
     if gateway:
         return transcript_messages(gateway, conversation), trace, "transcript.jsonl"
     return conversation, trace, "conversation.json"
@@ -259,7 +268,7 @@ def run_dir_of(runs_dir: Path | str, result: dict[str, Any]) -> Path | None:
 def write_trajectory(run_dir: Path, result: dict[str, Any]) -> Path:
     from ...util.atomic_files import atomic_write
 
-    messages, trace, source = read_transcript(run_dir)
+    messages, trace, source = read_transcript(run_dir, bridged(result))
     path = run_dir / "trajectory.json"
     atomic_write(path, json.dumps(trajectory(result, messages, trace, source), indent=1, default=str))
     return path

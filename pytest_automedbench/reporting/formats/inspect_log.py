@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
-from .atif import arguments as _arguments, read_transcript, run_dir_of, text as _text, verdicts
+from .atif import arguments as _arguments, bridged, read_transcript, run_dir_of, text as _text, verdicts
 
 LOG_VERSION = 2
 TASK = "automedbench"
@@ -95,7 +95,7 @@ def _verdict_line(result: dict[str, Any]) -> str:
 
 
 def sample(result: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
-    messages, _trace, source = read_transcript(run_dir) if run_dir is not None else ([], [], "none")
+    messages, _trace, source = read_transcript(run_dir, bridged(result)) if run_dir is not None else ([], [], "none")
     chat = chat_messages(messages)
     first_user = next((m["content"] for m in chat if m["role"] == "user"), "")
     last_assistant = next((m for m in reversed(chat) if m["role"] == "assistant"), None)
