@@ -100,6 +100,7 @@ def sample(result: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
     first_user = next((m["content"] for m in chat if m["role"] == "user"), "")
     last_assistant = next((m for m in reversed(chat) if m["role"] == "assistant"), None)
     model = str(result.get("model") or "unknown")
+    answer = (last_assistant or {}).get("content") or _verdict_line(result)  # the viewer's answer column
     scores = sample_scores(result)
     item: dict[str, Any] = {
         "id": str(result.get("run_id")),
@@ -107,10 +108,10 @@ def sample(result: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
         "input": first_user or f"{result.get('task_id')} ({result.get('tier')})",
         "target": "",
         "messages": chat,
-        "output": {"model": model, "choices": ([{"message": {k: v for k, v in last_assistant.items() if k != "model"},
-                                                  "stop_reason": "stop"}] if last_assistant else []),
-                   "completion": (last_assistant or {}).get("content") or _verdict_line(result)},
-        "scores": {name: {"value": value, "metadata": {"unit": "0-100" if name == "overall" else "0-1"}}
+        "output": {"model": model, "choices": [{"message": {"role": "assistant", "content": answer},
+                                                 "stop_reason": "stop"}],
+                   "completion": answer},
+        "scores": {name: {"value": value, "answer": answer, "metadata": {"unit": "0-100" if name == "overall" else "0-1"}}
                    for name, value in scores.items()},
         "metadata": {"transcript_source": source, **verdicts(result)},
         "store": {}, "events": [], "attachments": {},
