@@ -21,6 +21,7 @@ from ..run.key import run_id, task_run_id
 from ..record.result import STAGES
 from ..store.run_folders import try_read_result
 from . import baseline as baselines
+from . import formats
 from . import rexmle
 from .leaderboard import aggregate, error_analysis
 from .markdown import render_markdown
@@ -80,6 +81,7 @@ class ResultsCollector:
                 self.gate = baselines.parse_gate(settings.compare_fail)
             except ValueError as e:
                 raise pytest.UsageError(f"--amb-compare-fail: {e}") from None
+        self.formats = formats.chosen_formats(config)  # --amb-formats (reporting/formats/)
         self.runs: dict[str, dict[str, Any]] = {}  # run_id -> result
         self.doc: dict[str, Any] | None = None  # amb-results.json, once written
         self.reused: set[str] = set()
@@ -143,6 +145,8 @@ class ResultsCollector:
                 self.messages.append(f"ERROR: {report_dir}: the reports could not be written: {e.strerror or e}")
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             add_session_properties(self.config, doc)
+            if self.paths:  # ATIF trajectories and the Inspect log (reporting/formats/)
+                self.messages += formats.write_formats(doc["runs"], s.runs_dir, report_dir, s.model, self.formats)
             if self.save_name and self.paths:
                 try:
                     path = baselines.save(self.save_name, report_dir, doc["runs"], doc["aggregate"])

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
-from ..scoring import formulas as scoring, guard as scoring_guard
+from ..scoring import formulas as scoring, guard as scoring_guard, s4_guards
 from ..agents import Agent, AgentError
 from ..agents.loop import AgentLoop, Limits
 from ..record import result as run_result
@@ -94,7 +94,9 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
                         baseline=track.diagnostics.get("baseline_score"), relative=relative,
-                        submitted=record.submitted)
+                        submitted=record.submitted, s4_guard=s4_guards.guard_for(  # VQA's S4 caps (formats)
+                            spec.track, outputs, track.n_cases, verdicts, bool(record.code_cells()), data.public),
+                        missing_stage_policy=scoring.missing_stage_policy(spec.track))
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
     section = _rexmle_section(task, track, outputs, data, record)
     mle = _mlebench_section(task, track)
@@ -105,6 +107,9 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "completion_rate": round(s.completion_rate, 6),
         "format_valid": s.format_valid,
         "stages": {k: round(v, 6) for k, v in s.stages.items()},
+        **({"s4_guards": s.s4_guards} if s.s4_guards is not None else {}),
+        "missing_stage_policy": scoring.missing_stage_policy(spec.track),
+        **({"unscored_stages": s.unscored} if s.unscored else {}),
         "stage_evidence": {k: v.items for k, v in verdicts.items()},
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},
         # A ReX-MLE run's medal is its place among the humans (gold / silver / bronze / above_median /

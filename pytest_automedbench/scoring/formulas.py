@@ -3,12 +3,14 @@
     Agentic = 0.25 S1 + 0.15 S2 + 0.35 S3 + 0.15 S4 + 0.10 S5      (each stage in [0, 1])
     Task    = track metric x completion rate                      (in [0, 1])
     Overall = 50 Agentic + 50 Task                                 (in [0, 100])
-    S4      = 0.5 completion + 0.5 format valid
+    S4      = 0.5 completion + 0.5 format valid                  (VQA: capped by its guards, s4_guards.py)
     S5      = 0.5 has valid results + 0.5 format valid        (0 when submit_results was never called)
     Medal   = bands on Task (metric x completion); F when invalid, disqualified or never submitted
 
 A stage the run never reached counts 0 (no renormalisation), in every track: S4 is 0 without
-outputs, S5 without a submission, S1-S3 as their judge decides (judge/heuristic.py).
+outputs, S5 without a submission, S1-S3 as their judge decides (judge/heuristic.py). A stage that no
+one scored (no verdict) follows the track's `missing_stage_policy` (zero, or renormalise over the
+scored stages' weights), each anchor's own rule.
 """
 from __future__ import annotations
 
@@ -113,8 +115,31 @@ def medal_bands(track: str, medals=None, result=None) -> tuple[Bands | None, boo
     return bands, bool(bands and bands.relative)
 
 
-def agentic(stages: dict[str, float]) -> float:
-    return sum(w * float(stages.get(s, 0.0)) for s, w in STAGE_WEIGHTS.items())
+# A stage nobody scored (no verdict: a judge that returned none for it), per track, as each anchor
+# treats its None steps: eval_seg and eval_det2d `compute_workflow_score` count it 0 ("Skipped steps
+# count as 0"); eval_vqa (aggregate.py, tests/test_workflow_score_renorm.py), eval_image_enhancement
+# (RUBRIC.md), eval_report_gen and Benchmark-as-Teacher (`not_applicable_stage_policy:
+# renormalize_applicable_weights`, the anchor of the tracks AutoMedBench's code lacks) divide by the
+# weights of the scored stages. A stage the agent never reached is scored (0) under both.
+MISSING_STAGE_POLICY = {"segmentation": "zero", "detection": "zero"}
+DEFAULT_MISSING_STAGE_POLICY = "renormalise"
+MISSING_STAGE_POLICIES = ("zero", "renormalise")
+
+
+def missing_stage_policy(track: str) -> str:
+    return MISSING_STAGE_POLICY.get(track, DEFAULT_MISSING_STAGE_POLICY)
+
+
+def agentic(stages: dict[str, float | None], policy: str = "zero") -> float:
+    """The weighted stages; a stage missing or None counts 0 (`zero`) or is left out of the
+    weights (`renormalise`: the sum over the scored stages divided by their weights)."""
+    if policy not in MISSING_STAGE_POLICIES:
+        raise ValueError(f"missing_stage_policy: expected zero or renormalise, got {policy!r}")
+    if policy == "renormalise":
+        scored = {s: w for s, w in STAGE_WEIGHTS.items() if stages.get(s) is not None}
+        total = sum(scored.values())
+        return sum(w * float(stages[s]) for s, w in scored.items()) / total if total else 0.0
+    return sum(w * float(stages.get(s) or 0.0) for s, w in STAGE_WEIGHTS.items())
 
 
 def task_score(metric: float, completion_rate: float) -> float:
@@ -159,30 +184,39 @@ class Scores:
     completion_rate: float
     format_valid: bool
     medal: str | None
+    s4_guards: dict | None = None  # VQA's S4 caps (scoring/s4_guards.py), None where none apply
+    unscored: list[str] = field(default_factory=list)  # stages without a verdict (missing_stage_policy)
 
 
 def combine(stages_s1_s3: dict[str, float], metric: float, completion_rate: float, format_valid: bool,
             has_valid_results: bool, *, disqualified: bool = False, bands=None, baseline=None,
-            relative: bool = False, submitted: bool = True) -> Scores:
+            relative: bool = False, submitted: bool = True, s4_guard=None,
+            missing_stage_policy: str = "zero") -> Scores:
+    """The run's scores. `s4_guard(s4, completion_rate, task_score) -> (s4, block)` caps S4 (the
+    guarded tracks' rule, scoring/s4_guards.py); its block goes into result.json as `s4_guards`."""
     # Completion counts computed outputs only: the judge's "S4" is the share of outputs that are not
     # byte copies of other outputs or of public inputs (judge/history.py; 1.0 when unknown). A copied
     # output is not a prediction, so it completes nothing, for S4 and for Task alike.
     computed = min(1.0, max(0.0, stages_s1_s3.get("S4", 1.0)))
     submitted_rate, completion_rate = completion_rate, completion_rate * computed
+    unscored = [k for k in ("S1", "S2", "S3") if stages_s1_s3.get(k) is None]  # no verdict (not: not reached)
     stages = {
-        "S1": stages_s1_s3.get("S1", 0.0),
-        "S2": stages_s1_s3.get("S2", 0.0),
-        "S3": stages_s1_s3.get("S3", 0.0),
+        "S1": stages_s1_s3.get("S1") or 0.0,
+        "S2": stages_s1_s3.get("S2") or 0.0,
+        "S3": stages_s1_s3.get("S3") or 0.0,
         "S4": s4(completion_rate, format_valid),
         "S5": s5(has_valid_results, format_valid) if submitted else 0.0,
     }
+    guards = None
+    if s4_guard is not None:
+        stages["S4"], guards = s4_guard(stages["S4"], completion_rate, task_score(metric, completion_rate))
     # The medal is earned by what was submitted: metric x completion (AutoMedBench counts a missing
     # case as wrong), and a run that never called submit_results gets at most F.
     m = medal(task_score(metric, completion_rate), format_valid=format_valid and submitted,
               disqualified=disqualified, bands=bands, baseline=baseline, relative=relative)
     if disqualified:
-        return Scores({k: 0.0 for k in stages}, 0.0, 0.0, 0.0, submitted_rate, format_valid, m)
-    ag = agentic(stages)
+        return Scores({k: 0.0 for k in stages}, 0.0, 0.0, 0.0, submitted_rate, format_valid, m, guards)
+    ag = agentic({k: None if k in unscored else v for k, v in stages.items()}, missing_stage_policy)
     t = task_score(metric, completion_rate)
     # completion_rate reports the submission as submitted (copies included); Task and S4 count computed ones
-    return Scores(stages, ag, t, overall(ag, t), submitted_rate, format_valid, m)
+    return Scores(stages, ag, t, overall(ag, t), submitted_rate, format_valid, m, guards, unscored)

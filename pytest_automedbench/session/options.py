@@ -84,6 +84,9 @@ OPTIONS = (
     Option("compare", None, str, "compare with baseline NAME or a baseline file PATH"),
     Option("compare-fail", None, str,
            "regression gate, e.g. overall:2.0,segmentation:5,S3:0.1 (exit 1 on a significant drop; docs/reports.md)"),
+    Option("formats", "atif,inspect", str,
+           "also write each run as ATIF (trajectory.json) and the session as an Inspect log: atif, inspect, both "
+           "comma-separated, or none"),
     Option("prices", None, str, "YAML/JSON price file merged over the built-in table (USD per 1M tokens)"),
     Option("retry-delay", "1.0", float, "base seconds of the LLM API retry backoff"),
     Option("progress", "auto", str,

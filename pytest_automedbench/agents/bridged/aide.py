@@ -60,10 +60,10 @@ class Aide(Adapter):
         return folder
 
     def launch(self, agents_dir: Path, limits: Any) -> Launch:
-        steps = int(os.environ.get("AMB_AIDE_STEPS", "5"))
-        timeout = max(60, int(limits.cell_timeout_s))
+        steps, timeout, time_cap = aide_fork.preset_settings(os.environ.get(aide_fork.PRESET_ENV), limits,
+                                                             int(os.environ.get("AMB_AIDE_STEPS", "5")))
         if aide_fork.is_fork(self.install_dir(agents_dir)):
-            return aide_fork.fork_launch(self.python(agents_dir), steps, timeout)
+            return aide_fork.fork_launch(self.python(agents_dir), steps, timeout, time_cap)
         aide = self.install_dir(agents_dir) / "venv" / "bin" / "aide"
         command = (f'cat > "$AMB_WORKSPACE/.agent/aide/brief.md"; '
                    f'{aide} data_dir="$AMB_PUBLIC_DIR" desc_file="$AMB_WORKSPACE/.agent/aide/brief.md" '

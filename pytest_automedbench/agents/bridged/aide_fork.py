@@ -41,6 +41,21 @@ SOURCE_ENV = "AMB_AIDE_SRC"
 RECORD = "install.json"
 # the fork's defaults in MLE-bench's and ReX-MLE's config.yaml (kwargs_common)
 SEARCH = {"agent.search.max_debug_depth": 20, "agent.search.debug_prob": 1}
+# Named run settings (AMB_AIDE_PRESET). rexmle: rajpurkarlab/ReX-MLE@477c834 rex-mle/agents/aide/config.yaml
+# (`time_limit: 43200` -- 12 h, though its comment says 24 h --, `step_count: 2000`, `exec.timeout:
+# 32400`), each capped by the task's own time limit; no preset: AMB_AIDE_STEPS (5) and the cell timeout.
+PRESET_ENV = "AMB_AIDE_PRESET"
+PRESETS = {"rexmle": {"steps": 2000, "time_limit_s": 43200, "exec_timeout_s": 32400}}
+
+
+def preset_settings(name: str | None, limits: Any, default_steps: int) -> tuple[int, int, int | None]:
+    """(agent.steps, exec.timeout, the cap on agent.time_limit or None) for a preset name (None: none)."""
+    if not name:
+        return default_steps, max(60, int(limits.cell_timeout_s)), None
+    if name not in PRESETS:
+        raise InstallError(f"{PRESET_ENV}={name}: expected one of {', '.join(PRESETS)}")
+    p, task_limit = PRESETS[name], int(limits.time_limit_s)
+    return p["steps"], max(60, min(p["exec_timeout_s"], task_limit)), min(p["time_limit_s"], task_limit)
 # aide's entry point with the adapter's model aliases (amb-chat, amb-feedback) sent to its OpenAI client
 ROUTE_ALIASES = ("import sys\n"
                  "import aide.backend as backend\n"
@@ -98,13 +113,15 @@ def is_fork(folder: Path) -> bool:
     return isinstance(agent, dict) and "time_limit" in agent
 
 
-def fork_launch(python: Path, steps: int, exec_timeout: int) -> Launch:
+def fork_launch(python: Path, steps: int, exec_timeout: int, time_cap: int | None = None) -> Launch:
     """The fork's command: see the module doc. TIME_LIMIT_SECS is the run's deadline with the
-    bridge's margin (BridgedAgent sets it)."""
+    bridge's margin (BridgedAgent sets it); `time_cap` (a preset's time limit) lowers it."""
     ws = '"${TMPDIR:-/tmp}/aide-ws"'
+    cap = (f'if [ "$TIME_LIMIT_SECS" -gt {int(time_cap)} ]; then TIME_LIMIT_SECS={int(time_cap)}; fi\n'
+           if time_cap is not None else "")
     settings = " ".join(f"{key}={value}" for key, value in SEARCH.items())
     command = (
-        'D="$AMB_WORKSPACE/.agent/aide"; mkdir -p "$D" && cat > "$D/brief.md"\n'
+        'D="$AMB_WORKSPACE/.agent/aide"; mkdir -p "$D" && cat > "$D/brief.md"\n' + cap +
         f'timeout --kill-after=30 "$TIME_LIMIT_SECS" {python} -c {shlex.quote(ROUTE_ALIASES)} '
         f'data_dir="$AMB_PUBLIC_DIR" desc_file="$D/brief.md" log_dir="$D/logs" workspace_dir={ws} exp_name=run '
         f'copy_data=False preprocess_data=False agent.steps={steps} agent.time_limit="$TIME_LIMIT_SECS" '
