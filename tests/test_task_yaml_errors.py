@@ -27,7 +27,7 @@ BAD_AT_COLLECTION = {
                                    "reference_solution: 'solved.yaml': no such file next to the task file"),
     "misspelt_preparer_function": ("tiny_prep:prepare", "tiny_prep:prepar",
                                    "data.preparer: module 'tiny_prep' has no 'prepar' (did you mean prepare?)"),
-    "misspelt_preparer_module": ("tiny_prep:prepare", "tiny_perp:prepare", "data.preparer: module 'tiny_perp' not found"),
+    "misspelt_preparer_module": ("tiny_prep:prepare", "tiny_perp:prepare", "data.preparer: module 'tiny_perp' cannot be imported: not found"),
 }
 
 

@@ -146,12 +146,16 @@ def _names_in(source: Path, stamp: int) -> frozenset[str] | None:  # stamp: a ch
     return frozenset(names)
 
 
-def check_callable(value: str) -> str | None:
-    """Problem with a `module:function` (or `module`) reference, or None when it resolves."""
+def check_callable(value: str, folder: Path | None = None) -> str | None:
+    """Problem with a `module:function` (or `module`) reference, or None when it resolves: on the
+    import path, or (a top-level module) as a file next to the task file, which the session puts there."""
     module, _, attr = value.partition(":")
     source = _module_source(module)
+    if source is None and folder is not None and "." not in module:
+        beside = folder / f"{module}.py"
+        source = beside if beside.is_file() else None
     if source is None:
-        return f"module {module!r} not found"
+        return f"module {module!r} cannot be imported: not found"
     if not attr or not str(source):
         return None
     names = _top_level_names(source)
@@ -170,7 +174,7 @@ def check_references(spec: TaskSpec, folder: Path) -> tuple[str, str] | None:
     for field, value in (("data.preparer", spec.data.preparer), ("metric.module", spec.metric.module),
                          ("rexmle.grader", spec.rexmle.grader if spec.rexmle else None)):
         if value:
-            problem = check_callable(value)
+            problem = check_callable(value, folder)
             if problem:
-                return field, problem
+                return field, problem.removeprefix("module ") if field == "metric.module" else problem
     return None
