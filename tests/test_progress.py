@@ -210,3 +210,20 @@ def test_an_unwritable_progress_folder_never_fails_a_run(tmp_path):
     run.step(record_with(1, [], 1, 0.0))
     run.end()
     assert ProgressChannel(blocker / "p").read() == []
+
+
+def test_scoring_time_is_shown_apart_from_the_agents(tmp_path):
+    clock = Clock()
+    channel = ProgressChannel(tmp_path / "p")
+    run = RunProgress(channel, "main", "segmentation/demo-brain-seg[lite]", max_turns=30, clock=clock)
+    run.phase("agent")
+    clock.t += 104
+    ended = record_with(5, [], 1000, 0.01)
+    ended.ended_by = "submitted"
+    run.step(ended)  # the agent is done: scoring begins now
+    clock.t += 136
+    text = describe(channel.read()[0], clock())
+    assert text.endswith("agent 1:44, scoring 2:16, 4:00"), text
+    run.phase("judging")  # a runner that reports the judge's replays apart
+    clock.t += 5
+    assert describe(channel.read()[0], clock()).endswith("agent 1:44, judging 0:05, 4:05")

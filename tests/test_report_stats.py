@@ -94,6 +94,46 @@ def test_compare_verdicts_and_versions():
     assert bl.version_conflicts(base, changed) == ["t1: baseline version '1', this session '2'"]
 
 
+def test_gate_names_cells_not_run_and_suggests_fields():
+    base = {"name": "b", "runs": [run(task="t1"), run(task="t2", track="vqa")]}
+    rows = bl.compare(base, [run(task="t1")], bl.parse_gate("segmentaton:1,t1:1"))
+    section = bl.gate_section(base, [run(task="t1")], "segmentaton:1,t1:1", rows)
+    assert section["not_run"] == ["t2/lite"] and section["verdict"] == "failed"
+    assert section["failed_fields"] == ["segmentaton/overall: MISSING, did you mean segmentation?"]
+    with pytest.raises(ValueError, match=r"unknown metric 'overal' \(did you mean overall\?\)"):
+        bl.parse_gate("t1/overal:1")
+    rows = bl.compare(base, [run(task="t1")], bl.parse_gate("overal:1"))
+    assert bl.failed_fields(rows) == ["overal/overall: MISSING, did you mean overall?"]
+    # an errored run is the infrastructure's: kept out of the comparison, not a zero
+    rows = bl.compare(base, [run(task="t1"), run(task="t2", track="vqa", overall=0.0, errored=True)],
+                      bl.parse_gate("vqa:1"))
+    assert next(r for r in rows if r["field"] == "vqa/overall")["verdict"] == "MISSING"
+
+
+def test_bat_preset_is_the_paired_promotion_gate():
+    assert bl.parse_gate("bat") == [("all", "overall", 1.0), ("all", "task", 0.03), ("tracks", "overall", 5.0),
+                                    ("all", "S3", 0.03), ("all", "S4", 0.03), ("all", "S5", 0.03)]
+    base = {"name": "b", "runs": [run(task="t1", overall=80.0), run(task="t2", track="vqa", overall=60.0)]}
+    preset = bl.gate_preset("bat")
+    # a 1.5-point drop of one track's overall: within 5 per track, but past 1.0 overall (strict: no bootstrap escape)
+    same = [run(task="t1", overall=80.0), run(task="t2", track="vqa", overall=57.0)]
+    rows = bl.compare(base, same, bl.parse_gate("bat"), preset)
+    verdicts = {r["field"]: r["verdict"] for r in rows}
+    assert verdicts["overall"] == "REGRESSION" and verdicts["vqa/overall"] == "ok"
+    assert verdicts["segmentation/overall"] == "ok" and verdicts["valid cells"] == "ok"
+    # not the same valid cells (t2 errored): the paired gate fails; a cell under 20 overall is catastrophic
+    rows = bl.compare(base, [run(task="t1", overall=15.0), run(task="t2", track="vqa", errored=True)],
+                      bl.parse_gate("bat"), preset)
+    verdicts = {r["field"]: r["verdict"] for r in rows}
+    assert verdicts["valid cells"] == "REGRESSION" and verdicts["catastrophic (overall < 20)"] == "REGRESSION"
+    cells = next(r for r in rows if r["field"] == "valid cells")
+    assert cells["cells_differ"] == ["t2/lite"]
+    # an unchanged session passes; missing evidence (a stage None) is left out, not counted 0
+    quiet = [run(task="t1", overall=80.0), run(task="t2", track="vqa", overall=60.0)]
+    quiet[1]["stages"]["S4"] = None
+    assert not bl.gate_failed(bl.compare(base, quiet, bl.parse_gate("bat"), preset))
+
+
 def test_rescore_names_the_broken_run(tmp_path, capsys):
     from pytest_automedbench import cli
 
@@ -272,3 +312,31 @@ def test_a_run_seen_only_through_its_properties_keeps_medal_and_flags():
         assert rexmle.run_medal(back) == rexmle.run_medal(r) and back["comparable"] == (r.get("comparable") is not False)
         if r.get("rexmle"):
             assert back["rexmle"]["percentile"] == r["rexmle"]["percentile"]
+
+
+def test_any_medal_mean_and_sem_over_seeds():
+    from pytest_automedbench.reporting import seeds
+    from pytest_automedbench.reporting.markdown import render_markdown as md
+
+    def rex(task, repeat, medal, failed=False):
+        return run(task=task, repeat=repeat, rexmle={"challenge": task, "medal": medal, "failed": failed,
+                                                     "percentile": None if failed else 0.5})
+
+    # 2 challenges x 3 seeds: seed 1 medals on both (100%), seed 2 on one (50%), seed 3 on none (a failure: 0%)
+    runs = [rex("c1", 1, "gold"), rex("c2", 1, "bronze"), rex("c1", 2, "silver"), rex("c2", 2, None),
+            rex("c1", 3, None, failed=True), rex("c2", 3, "gold", failed=True),
+            run(task="t9", repeat=1)]  # an AutoMedBench task: not part of the any-medal %
+    mle = [run(task="m1", model="k", repeat=1, medal="gold", mlebench={"valid": True}),
+           run(task="m1", model="k", repeat=2, medal=None, mlebench={"valid": True}, errored=True)]
+    (kaggle, entry) = seeds.summary(runs + mle)  # sorted by model: k, m
+    assert entry["benchmark"] == "rexmle" and entry["challenges"] == 2 and entry["seeds"] == 3
+    assert entry["any_medal_pct"]["per_seed"] == [100.0, 50.0, 0.0]
+    assert entry["any_medal_pct"]["mean"] == pytest.approx(50.0)
+    assert entry["any_medal_pct"]["sem"] == pytest.approx(28.8675, abs=1e-3)  # sd 50 / sqrt(3)
+    assert entry["meets_protocol"]
+    assert kaggle["benchmark"] == "mlebench-medical" and kaggle["any_medal_pct"]["per_seed"] == [100.0, 0.0]
+    assert not kaggle["meets_protocol"]
+    doc = {"aggregate": aggregate(runs + mle), "seeds": [entry, kaggle], "runs": runs + mle}
+    text = md(doc)
+    assert "Any-medal % over seeds" in text and "50.0% ± 28.9" in text and "2 (< 3)" in text
+    assert any("asks for >= 3 seeds" in x for x in seeds.lines([kaggle]))

@@ -71,9 +71,31 @@ def test_repeats_under_xdist_then_baseline_and_gate(tiny_suite, pytester):
     r.stdout.fnmatch_lines(["overall * REGRESSION", "*REGRESSION GATE FAILED (overall*): exit code 1"])
 
     # the null agent: the table names the regression
-    r = pytester.runpytest("suite", "--amb-model=null", *gate)
+    r = pytester.runpytest("suite", "--amb-model=null", "--junitxml=gate.xml", *gate)
     assert r.ret == 1
     r.stdout.fnmatch_lines(["overall * REGRESSION", "segmentation/overall * -", "S3 * REGRESSION"])
+    # ... and so do the JUnit XML (a property and a failed testcase), amb-results.json and the HTML
+    tree = ET.parse(pytester.path / "gate.xml")
+    suite_props = {p.get("name"): p.get("value") for p in tree.getroot().iter("property")}
+    assert suite_props["amb_gate"] == "failed" and "overall" in suite_props["amb_gate_failed_fields"]
+    gate_case = next(c for c in tree.iter("testcase") if c.get("name") == "regression-gate")
+    assert gate_case.find("failure") is not None and "REGRESSION GATE FAILED" in gate_case.find("failure").get("message")
+    assert int(tree.getroot().find("testsuite").get("failures")) >= 1
+    doc = read_results(pytester)
+    assert doc["gate"]["verdict"] == "failed" and doc["gate"]["baseline"] == "ref"
+    assert {"overall", "S3"} <= set(doc["gate"]["failed_fields"]) and doc["gate"]["comparisons"]
+    html = (reports / "index.html").read_text()
+    assert "regression gate FAILED" in html and "id='gate-table'" in html
+    # every session kept its own report; the index lists them, newest first, and the latest is on top
+    sessions = sorted(p.name for p in (reports / "sessions").iterdir() if p.is_dir())
+    assert len(sessions) == 4, sessions
+    assert all((reports / "sessions" / n / "amb-results.json").is_file() for n in sessions)
+    index = json.loads((reports / "sessions" / "sessions.json").read_text())["sessions"]
+    assert [e["name"] for e in index] == sorted(sessions, reverse=True)
+    assert index[0]["name"] == doc["session"]["name"] and index[0]["gate"] == "failed"
+    first = json.loads((reports / "sessions" / sessions[0] / "amb-results.json").read_text())
+    assert "gate" not in first and first["runs"][0]["model"] == "reference"  # the --amb-save session, untouched
+    assert "href='sessions/index.html'" in html
 
     # a baseline made with another task version is refused, naming the task
     saved["provenance"]["task_versions"]["tiny-seg"] = "0"

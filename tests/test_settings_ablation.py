@@ -103,10 +103,33 @@ def test_ablation_table_has_the_papers_shape():
     rows = {row[0].text: [c.text for c in row[1:]] for row in t.rows}
     assert rows["ISLES'22 (isles22)"] == ["0.7 (50%)", "0.7 (70%)"]
     assert rows["LDCT-IQA (ldct-iqa)"] == ["not run", "FAIL"]
-    assert rows["mean percentile"] == ["26.67%", "26.67%"]  # (50 + 30 + 0) / 3 and (70 + 10 + 0) / 3
+    # 12h: over isles22 and dentex (ldct-iqa never ran at 12h: the setting does not apply there);
+    # 72h: (70 + 10 + 0) / 3, the failed run counting 0
+    assert rows["mean percentile"] == ["40.00%", "26.67%"]
     # three backend models at one limit: the model is what differs
     abl = ablation([rex_run("isles22", model=m, pct=p) for m, p in (("a", 0.1), ("b", 0.2), ("c", 0.3))])
     assert abl["varying"] == ["model"] and abl["mean"] == {"a": 0.1, "b": 0.2, "c": 0.3}
+
+
+def amb_run(task, time, value=0.8, model="claude", tier="lite"):
+    return {"run_id": f"{task}-{model}-{time}", "task_id": task, "model": model, "tier": tier, "track": "vqa",
+            "task_metrics": {"name": "accuracy", "value": value},
+            "settings": {"time_limit_s": time, "with_solution": False, "solution_report": False}}
+
+
+def test_ablation_groups_by_varied_conditions_not_task_defaults():
+    # each task's own limit (10m, 15m, 12h) is its default, not a condition: one setting, no "lite 10m" column
+    runs = [amb_run("vqa-a", 600), amb_run("vqa-b", 900), rex_run("isles22", pct=0.75, time=43200)]
+    abl = ablation(runs)
+    assert abl["varying"] == [] and abl["settings"] == ["all runs"]
+    # the ReX-MLE mean percentile is over the challenges only: 75%, not (75 + 0 + 0) / 3
+    assert abl["mean"] == {"all runs": 0.75} and abl["mean_over"] == {"all runs": ["isles22"]}
+    # a second model on the same tasks: the model varies, each task keeps its own limit
+    runs += [amb_run("vqa-a", 600, model="gpt"), rex_run("isles22", model="gpt", pct=0.25, time=43200)]
+    abl = ablation(runs)
+    assert abl["varying"] == ["model"] and abl["mean"] == {"claude": 0.75, "gpt": 0.25}
+    rows = {row[0].text: [c.text for c in row[1:]] for row in ablation_table(abl).rows}
+    assert rows["vqa-b"] == ["0.8", "not run"] and rows["mean percentile"] == ["75.00%", "25.00%"]
 
 
 def test_two_sessions_with_different_time_limits_make_the_ablation_table(tmp_path, capsys):

@@ -66,13 +66,33 @@ def _cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "value": sum(values) / len(values), "percentile": None}
 
 
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def varied_keys(runs: list[dict[str, Any]], conds: list[dict[str, Any]], keys: tuple[str, ...]) -> list[str]:
+    """The conditions that were varied: a key whose value differs among the runs of one task. Each
+    task's own default (lite 10m here, 15m there) differs between tasks and is not a condition."""
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for r, c in zip(runs, conds):
+        by_task.setdefault(task_of(r), []).append(c)
+    varied = {k for k in keys for cs in by_task.values() if len({_key(c[k]) for c in cs}) > 1}
+    # the model is the agent: two agents on different tasks are still two settings
+    varied |= {k for k in ("model",) if k in keys and len({_key(c[k]) for c in conds}) > 1}
+    return [k for k in keys if k in varied]
+
+
 def ablation(runs: list[dict[str, Any]], keys: tuple[str, ...] = SETTING_KEYS,
              always: tuple[str, ...] = ()) -> dict[str, Any]:
     """{varying, settings: [{key: value}], tasks: [id], cells: {task: {label: cell}}, mean: {label: pct},
-    not_applicable: [task]}; `always` keys are kept even where they do not vary (the solution table)."""
+    not_applicable: [task]}; `always` keys are kept even where they do not vary (the solution table).
+
+    A setting's mean percentile is over the ReX-MLE challenges it applies to: a task without a
+    percentile (an AutoMedBench task) is never counted, nor one never run under the setting's other
+    conditions (time limit, tier); a challenge the setting applies to but that was not run counts 0."""
     scored = [r for r in runs if not r.get("errored")]
     conds = [condition(r) for r in scored]
-    varying = [k for k in keys if k in always or len({json.dumps(c[k]) for c in conds}) > 1]
+    varying = [k for k in keys if k in always or k in varied_keys(scored, conds, keys)]
     settings: list[dict[str, Any]] = []
     for c in conds:
         s = {k: c[k] for k in varying}
@@ -88,6 +108,7 @@ def ablation(runs: list[dict[str, Any]], keys: tuple[str, ...] = SETTING_KEYS,
     settings.sort(key=lambda s: tuple((0, v) if isinstance(v, (int, float)) else (1, (v != NO_SOL, str(v)))
                                       for v in s.values()))  # numbers in order, w/o sol. before w/ sol.
     tasks = sorted({task_of(r) for r in scored})
+    ranked_tasks = {task_of(r) for r in scored if r.get("rexmle")}
     # a task whose runs say it has no solution report: the w/ sol. condition is n/a there
     no_report = sorted({task_of(r) for r in scored if (r.get("settings") or {}).get("solution_report") is False})
     cells: dict[str, dict[str, Any]] = {t: {} for t in tasks}
@@ -97,15 +118,22 @@ def ablation(runs: list[dict[str, Any]], keys: tuple[str, ...] = SETTING_KEYS,
             mine = [r for r, c in zip(scored, conds) if task_of(r) == t and all(c[k] == v for k, v in s.items())]
             if mine:
                 cells[t][label] = _cell(mine)
-    mean = {}
+
+    def applies(s: dict[str, Any], t: str) -> bool:
+        if t not in ranked_tasks or (s.get("with_solution") == WITH_SOL and t in no_report):
+            return False
+        other = {k: v for k, v in s.items() if k not in ("model", "with_solution")}
+        return any(task_of(r) == t and all(c[k] == v for k, v in other.items()) for r, c in zip(scored, conds))
+
+    mean, counted = {}, {}
     for s in settings:
         label = setting_label(s)
-        pcts = [cells[t][label]["percentile"] if label in cells[t] else 0.0 for t in tasks
-                if not (s.get("with_solution") == WITH_SOL and t in no_report)]
-        ranked = any(cells[t].get(label, {}).get("percentile") is not None for t in tasks)
-        mean[label] = round(sum(p or 0.0 for p in pcts) / len(pcts), 6) if ranked and pcts else None
+        over = [t for t in tasks if applies(s, t)]
+        pcts = [cells[t][label]["percentile"] if label in cells[t] else 0.0 for t in over]
+        mean[label] = round(sum(p or 0.0 for p in pcts) / len(pcts), 6) if pcts else None
+        counted[label] = over
     return {"varying": varying, "settings": [setting_label(s) for s in settings], "tasks": tasks, "cells": cells,
-            "mean": mean, "not_applicable": no_report}
+            "mean": mean, "mean_over": counted, "not_applicable": no_report}
 
 
 def _cell_view(cell: dict | None, label: str, task: str, abl: dict) -> Cell:
@@ -137,8 +165,10 @@ def ablation_table(abl: dict[str, Any], title: str | None = None, table_id: str 
                 + [Cell("-" if abl["mean"][label] is None else fmt_pct(abl["mean"][label], 2), sort=abl["mean"][label],
                         cls="rank") for label in abl["settings"]])
     varying = ", ".join(abl["varying"]) or "nothing"
-    notes = [f"settings differ in: {varying}; cell: primary metric value (percentile among the human entries); "
-             "mean percentile: a failed or missing run counts 0"]
+    notes = [f"settings differ in: {varying} (a condition varied within a task; each task's own default is not one); "
+             "cell: primary metric value (percentile among the human entries); mean percentile: over the ReX-MLE "
+             "challenges the setting applies to, a failed or missing run counting 0 (AutoMedBench tasks have no "
+             "percentile and are not counted)"]
     if abl["not_applicable"]:
         notes.append("n/a: no solution report for " + ", ".join(abl["not_applicable"]) + " (left out of that mean)")
     return Table(title or "Ablation: value (percentile) per setting", columns, body, notes, id=table_id, footer=1)

@@ -7,6 +7,7 @@ documented in docs/reports.md.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import platform
 import re
@@ -33,13 +34,36 @@ class BaselineError(Exception):
 
 
 # -- the gate's syntax -------------------------------------------------------------------------
+EACH_TRACK = "tracks"  # the scope `tracks/overall:5`: every track the two sessions share, each on its own
+#: Named gates: `--amb-compare-fail=bat`. `strict`: a drop past its threshold fails whatever the bootstrap
+#: says; `paired`: the baseline's valid cells (task x tier) and this session's must be the same;
+#: `floor`: a cell whose overall falls below it (0-100) fails (catastrophic), wherever it was before.
+GATE_PRESETS: dict[str, dict[str, Any]] = {
+    # Benchmark-as-Teacher's paired promotion gate (AutoMedBench/Benchmark-as-Teacher@299e564,
+    # docs/scoring-and-selection.md): overall drop <= 0.01, task <= 0.03, each track <= 0.05, S3/S4/S5
+    # <= 0.03, catastrophic under 0.20; on the same valid cells; missing evidence is null, not zero.
+    # Overall and track thresholds are in overall's 0-100 units here (0.01 -> 1.0, 0.05 -> 5.0).
+    "bat": {"spec": "overall:1,task:0.03,tracks/overall:5,S3:0.03,S4:0.03,S5:0.03",
+            "strict": True, "paired": True, "floor": 20.0},
+}
+
+
+def gate_preset(spec: str | None) -> dict[str, Any] | None:
+    """The named gate `spec` is (its fields, rules), or None for a FIELD:THRESHOLD list."""
+    return GATE_PRESETS.get((spec or "").strip().lower())
+
+
 def parse_gate(spec: str) -> list[tuple[str, str, float]]:
     """`overall:2.0,segmentation:5,S3:0.1,tiny-seg/S1:0.2` -> [(scope, metric, threshold)].
 
     FIELD is a metric (overall agentic task completion S1..S5) over every task, a track name or
-    task id (its overall), or SCOPE/METRIC. Thresholds are in the metric's units (overall 0-100,
-    the others 0-1). Raises ValueError naming the bad part.
+    task id (its overall), or SCOPE/METRIC; scope `tracks` is each shared track on its own. A preset
+    name (GATE_PRESETS: `bat`) stands for its fields. Thresholds are in the metric's units (overall
+    0-100, the others 0-1). Raises ValueError naming the bad part.
     """
+    preset = gate_preset(spec)
+    if preset is not None:
+        spec = preset["spec"]
     out = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
         field, sep, threshold = part.rpartition(":")
@@ -55,7 +79,9 @@ def parse_gate(spec: str) -> list[tuple[str, str, float]]:
         if not slash:
             scope, metric = ("all", field) if field in GATE_METRICS else (field, "overall")
         if metric not in GATE_METRICS:
-            raise ValueError(f"{part!r}: unknown metric {metric!r} (one of {', '.join(GATE_METRICS)})")
+            hint = did_you_mean(metric, GATE_METRICS) or did_you_mean(metric, GATE_PRESETS)
+            raise ValueError(f"{part!r}: unknown metric {metric!r}{hint} (one of {', '.join(GATE_METRICS)}; "
+                             f"or a preset: {', '.join(GATE_PRESETS)})")
         out.append((scope or "all", metric, value))
     if not out:
         raise ValueError("empty gate specification")
@@ -140,10 +166,31 @@ def settings_conflicts(baseline: dict[str, Any], runs: list[dict[str, Any]]) -> 
     return out
 
 
+def did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def valid(r: dict) -> bool:
+    """A run that enters the gate: scored (an errored or lost run is the infrastructure's, kept out)."""
+    return not r.get("errored")
+
+
+def cells(runs: list[dict]) -> set[tuple[str, str]]:
+    return {(str(r.get("task_id")), str(r.get("tier"))) for r in runs if valid(r)}
+
+
+def not_run(base_runs: list[dict], runs: list[dict]) -> list[str]:
+    """The baseline's task/tier cells this session has no scored run of (`task/tier`)."""
+    return [f"{t}/{tier}" for t, tier in sorted(cells(base_runs) - cells(runs))]
+
+
 def _strata(runs: list[dict], scope: str, metric: str) -> dict[tuple, list]:
     read = METRICS[metric]
     out: dict[tuple, list] = defaultdict(list)
     for r in runs:
+        if not valid(r):
+            continue
         if scope in ("all", r.get("track"), r.get("task_id")):
             out[(r.get("task_id"), r.get("tier"))].append(read(r))
     return out
@@ -163,12 +210,26 @@ def default_fields(base_runs: list[dict], runs: list[dict]) -> list[tuple[str, s
             + [(t, "overall") for t in tasks if t not in tracks] + [("all", s) for s in STAGES])
 
 
-def compare(baseline: dict[str, Any], runs: list[dict[str, Any]], gate: list[tuple[str, str, float]] | None):
-    """Rows of the comparison table; a row with verdict REGRESSION fails the gate."""
+def _expand(gate: list[tuple[str, str, float]], base_runs: list[dict], runs: list[dict]) -> list[tuple[str, str, float]]:
+    """`tracks/METRIC` as one field per track both sessions ran."""
+    shared = sorted({str(r.get("track")) for r in runs if valid(r)} & {str(r.get("track")) for r in base_runs if valid(r)})
+    out = []
+    for scope, metric, t in gate:
+        out += [(track, metric, t) for track in shared] if scope == EACH_TRACK else [(scope, metric, t)]
+    return out
+
+
+def compare(baseline: dict[str, Any], runs: list[dict[str, Any]], gate: list[tuple[str, str, float]] | None,
+            preset: dict[str, Any] | None = None):
+    """Rows of the comparison table; a row with verdict REGRESSION (or MISSING) fails the gate.
+
+    `preset` (GATE_PRESETS) adds its rules: strict thresholds, paired cells, a catastrophic floor."""
     base_runs = baseline["runs"]
-    thresholds = {(s, m): t for s, m, t in gate or []}
+    preset = preset or {}
+    thresholds = {(s, m): t for s, m, t in _expand(gate or [], base_runs, runs)}
     fields = default_fields(base_runs, runs)
     fields += [f for f in thresholds if f not in fields]
+    known = sorted({str(r.get(k)) for r in [*base_runs, *runs] for k in ("track", "task_id")})
     rows = []
     for scope, metric in fields:
         res = compare_field(base_runs, runs, scope, metric)
@@ -177,15 +238,31 @@ def compare(baseline: dict[str, Any], runs: list[dict[str, Any]], gate: list[tup
                "threshold": threshold, **(res or {})}
         if res is None:
             row["verdict"] = "MISSING" if threshold is not None else "-"
+            hint = (did_you_mean(scope, [*known, *GATE_METRICS, *GATE_PRESETS])
+                    if scope != "all" and scope not in known else "")
+            if threshold is not None and hint:
+                row["hint"] = hint.strip(" ()?").removeprefix("did you mean ")
         elif threshold is None:
             row["verdict"] = "-"
-        elif res["drop"] > threshold and res["significant"] is not False:
+        elif res["drop"] > threshold and (preset.get("strict") or res["significant"] is not False):
             row["verdict"] = "REGRESSION"
         elif res["drop"] > threshold:
             row["verdict"] = "not significant"
         else:
             row["verdict"] = "ok"
         rows.append(row)
+    if preset.get("paired"):
+        b, c = cells(base_runs), cells(runs)
+        differ = sorted(f"{t}/{tier}" for t, tier in b ^ c)
+        rows.append({"field": "valid cells", "scope": "all", "metric": "cells", "threshold": None,
+                     "n_baseline": len(b), "n_current": len(c), "cells_differ": differ,
+                     "verdict": "REGRESSION" if differ else "ok"})
+    if preset.get("floor") is not None:
+        floor = float(preset["floor"])
+        low = sorted({f"{r.get('task_id')}/{r.get('tier')}" for r in runs
+                      if valid(r) and r.get("overall") is not None and float(r["overall"]) < floor})
+        rows.append({"field": f"catastrophic (overall < {floor:g})", "scope": "all", "metric": "floor",
+                     "threshold": floor, "below": low, "verdict": "REGRESSION" if low else "ok"})
     return rows
 
 
@@ -193,10 +270,22 @@ def gate_failed(rows: list[dict]) -> bool:
     return any(r["verdict"] in ("REGRESSION", "MISSING") for r in rows)
 
 
+def failed_fields(rows: list[dict]) -> list[str]:
+    """The failing fields as the terminal and the JUnit testcase name them (with a did-you-mean)."""
+    return [r["field"] + (f": {r['verdict']}, did you mean {r['hint']}?" if r.get("hint") else "")
+            for r in rows if r["verdict"] in ("REGRESSION", "MISSING")]
+
+
 def render_comparison(rows: list[dict], baseline: dict[str, Any]) -> str:
     header = ["field", "baseline", "current", "drop", "drop 95% low", "runs b/c", "threshold", "verdict"]
     body = []
     for r in rows:
+        if r["metric"] in ("cells", "floor"):
+            which = r.get("cells_differ") or r.get("below") or []
+            body.append([r["field"], str(r.get("n_baseline", "-")), str(r.get("n_current", "-")), "-", "-", "-",
+                         _threshold(r) if r["metric"] == "floor" else "same",
+                         r["verdict"] + (f" ({', '.join(which[:5])}{', ...' if len(which) > 5 else ''})" if which else "")])
+            continue
         if "baseline" not in r:
             body.append([r["field"], "-", "-", "-", "-", "-", _threshold(r), r["verdict"]])
             continue
@@ -212,4 +301,29 @@ def render_comparison(rows: list[dict], baseline: dict[str, Any]) -> str:
 
 def _threshold(row: dict) -> str:
     t = row["threshold"]
-    return "-" if t is None else fmt({"mean": t, "n": 1}, row["metric"])
+    if t is None:
+        return "-"
+    return f"{t:g}" if row["metric"] == "floor" else fmt({"mean": t, "n": 1}, row["metric"])
+
+
+def gate_section(baseline: dict[str, Any] | None, runs: list[dict], spec: str | None, rows: list[dict] | None,
+                 error: str | None = None, conditions: list[str] | None = None) -> dict[str, Any]:
+    """amb-results.json's `gate`: the verdict, each comparison, and the baseline cells not run this time.
+
+    verdict: "passed" / "failed" (a gate was asked for), "compared" (--amb-compare alone), "error"
+    (the comparison could not be made: with a gate, that fails it)."""
+    baseline = baseline or {}
+    rows = rows or []
+    if error is not None:
+        verdict = "error" if not spec else "failed"
+    elif not spec:
+        verdict = "compared"
+    else:
+        verdict = "failed" if gate_failed(rows) else "passed"
+    preset = (spec or "").strip().lower() if gate_preset(spec) else None
+    return {"verdict": verdict, "spec": spec, "preset": preset,
+            "baseline": baseline.get("name"), "baseline_path": baseline.get("_path"),
+            "failed_fields": failed_fields(rows), "error": error,
+            "not_run": not_run(baseline.get("runs") or [], runs) if baseline else [],
+            "conditions_differ": conditions or [],
+            "comparisons": [{k: v for k, v in r.items()} for r in rows]}

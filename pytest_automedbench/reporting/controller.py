@@ -4,7 +4,6 @@ run), never on a pytest-xdist worker, so workers never write the aggregate files
 """
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -15,16 +14,14 @@ import pytest
 
 from .. import __version__
 from ..util import safefs
-from ..util.atomic_files import atomic_write
 from ..record import result as run_result
 from ..run.key import run_id, task_run_id
 from ..record.result import STAGES
 from ..store.run_folders import try_read_result
 from . import baseline as baselines
 from . import formats
-from . import rexmle
+from . import rexmle, seeds
 from .leaderboard import aggregate, error_analysis
-from .markdown import render_markdown
 from .properties import add_session_properties
 from .tables import fmt_seconds, fmt_tokens
 from .text import render
@@ -42,6 +39,7 @@ def results_document(runs: list[dict[str, Any]], settings: dict[str, Any]) -> di
         "aggregate": aggregate(runs),
         "error_analysis": error_analysis(runs),
         "rexmle": rexmle.summary(runs),
+        "seeds": seeds.summary(runs),  # MLE-bench's protocol for ReX-MLE and mlebench-medical (seeds.py)
         "runs": runs,
     }
 
@@ -54,16 +52,12 @@ def _import_ranking() -> None:
 
 
 def write_reports(doc: dict[str, Any], report_dir: Path, runs_dir: Path) -> dict[str, Path]:
-    """amb-results.json, leaderboard.md and index.html under report_dir."""
-    from .html import write_html
+    """amb-results.json, leaderboard.md and index.html under report_dir, and a copy of each in the
+    session's own folder, report_dir/sessions/<name>/, with the index of sessions (sessions.py)."""
+    from .sessions import write_session_reports
 
-    report_dir = Path(report_dir)
-    report_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"results": report_dir / "amb-results.json", "leaderboard": report_dir / "leaderboard.md"}
-    atomic_write(paths["results"], json.dumps(doc, indent=2))
-    atomic_write(paths["leaderboard"], safefs.shown(render_markdown(doc)))  # a lone surrogate cannot stop it
-    paths["html"] = write_html(report_dir, doc, runs_dir)
-    return paths
+    Path(report_dir).mkdir(parents=True, exist_ok=True)
+    return write_session_reports(doc, Path(report_dir), Path(runs_dir))
 
 
 class ResultsCollector:
@@ -135,9 +129,17 @@ class ResultsCollector:
             self.ranking_import.join()
         runs = list(self.runs.values())
         report_dir = Path(self.settings.report_dir)
+        # The gate first: its verdict goes into amb-results.json, the HTML and the JUnit XML (gate_junit.py).
+        gate = self._compare(session, report_dir, runs) if self.compare_ref and not session.config.option.collectonly else None
+        if gate is not None:
+            from .gate_junit import add_gate_to_junit
+
+            add_gate_to_junit(self.config, gate, self.comparison)
         if runs:
             s = self.settings
             doc = results_document(runs, {**s.header_fields(), "reused_runs": sorted(self.reused)})
+            if gate is not None:
+                doc["gate"] = gate
             self.doc = doc
             try:
                 self.paths = write_reports(doc, report_dir, Path(s.runs_dir))
@@ -156,10 +158,10 @@ class ResultsCollector:
                     session.exitstatus = pytest.ExitCode.USAGE_ERROR
         elif self.save_name and not session.config.option.collectonly:
             self.messages.append(f"baseline {self.save_name!r} not saved: no finished runs")
-        if self.compare_ref and not session.config.option.collectonly:
-            self._compare(session, report_dir, runs)
 
-    def _compare(self, session, report_dir: Path, runs: list[dict]) -> None:
+    def _compare(self, session, report_dir: Path, runs: list[dict]) -> dict[str, Any]:
+        """Compare with the baseline and apply the gate; returns amb-results.json's `gate` section."""
+        spec = self.settings.compare_fail
         try:
             base = baselines.load(self.compare_ref, report_dir)
             if not runs:
@@ -173,20 +175,25 @@ class ResultsCollector:
             if self.gate:  # the gate cannot vouch for this session
                 self.gate_failed = True
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            return
+            return baselines.gate_section(None, runs, spec, None, error=str(e))
         changed = baselines.settings_conflicts(base, runs)
         if changed:  # flagged, not refused (another agent is the point); the conditions differ too
             self.messages.append("WARNING: --amb-compare: runs made under other conditions than the baseline's: "
                                  + "; ".join(changed[:5]) + (f"; ... ({len(changed)} in all)" if len(changed) > 5 else ""))
-        rows = baselines.compare(base, runs, self.gate)
+        rows = baselines.compare(base, runs, self.gate, baselines.gate_preset(spec))
         self.comparison = baselines.render_comparison(rows, base)
+        section = baselines.gate_section(base, runs, spec, rows, conditions=changed)
+        if section["not_run"]:
+            shown = section["not_run"]
+            self.messages.append(f"WARNING: --amb-compare: {len(shown)} baseline cell(s) not run this time, not compared: "
+                                 + ", ".join(shown[:8]) + (", ..." if len(shown) > 8 else ""))
         if self.gate and baselines.gate_failed(rows):
             self.gate_failed = True
-            bad = [r["field"] for r in rows if r["verdict"] in ("REGRESSION", "MISSING")]
-            self.messages.append(f"REGRESSION GATE FAILED ({', '.join(bad)}): exit code 1")
+            self.messages.append(f"REGRESSION GATE FAILED ({'; '.join(section['failed_fields'])}): exit code 1")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         elif self.gate:
             self.messages.append("regression gate passed")
+        return section
 
     def pytest_terminal_summary(self, terminalreporter):
         tr = terminalreporter

@@ -307,7 +307,40 @@ def _filter_options(doc: dict[str, Any]) -> str:
             + "<label>search <input type='search' data-filter='text' placeholder='task, model, …'></label>")
 
 
-def page(doc: dict[str, Any], runs_dir: Path) -> str:
+def gate_html(gate: dict[str, Any] | None) -> str:
+    """The regression gate's verdict, its comparisons and the baseline cells this session did not run."""
+    if not gate:
+        return ""
+    verdict = gate["verdict"]
+    cls = {"failed": "bad", "error": "bad", "passed": "good"}.get(verdict, "muted")
+    head = (f"<p class='gate-verdict {cls}'><b>regression gate {_e(verdict.upper() if cls == 'bad' else verdict)}</b>"
+            + (f" against baseline <code>{_e(gate.get('baseline') or gate.get('baseline_path') or '')}</code>")
+            + (f" · gate <code>{_e(gate['spec'])}</code>" if gate.get("spec") else "") + "</p>")
+    lines = []
+    if gate.get("error"):
+        lines.append(f"<p class='bad'>{_e(gate['error'])}</p>")
+    if gate.get("failed_fields"):
+        lines.append("<p class='bad'>failed: " + _e(", ".join(gate["failed_fields"])) + "</p>")
+    if gate.get("not_run"):
+        lines.append("<p class='warn'>baseline cells not run this time (not compared): "
+                     + _e(", ".join(gate["not_run"])) + "</p>")
+    rows = "".join(
+        f"<tr class='{'bad' if r['verdict'] in ('REGRESSION', 'MISSING') else ''}'><td>{_e(r['field'])}</td>"
+        f"<td>{_e(_num(r.get('baseline')))}</td><td>{_e(_num(r.get('current')))}</td><td>{_e(_num(r.get('drop')))}</td>"
+        f"<td>{_e(_num(r.get('threshold')))}</td><td>{_e(r['verdict'])}"
+        + (f" (did you mean {_e(r['hint'])}?)" if r.get("hint") else "") + "</td></tr>"
+        for r in gate.get("comparisons") or [])
+    table = ("<div class='tablewrap'><table class='board small' id='gate-table'><thead><tr><th>field</th><th>baseline</th>"
+             "<th>current</th><th>drop</th><th>threshold</th><th>verdict</th></tr></thead><tbody>" + rows
+             + "</tbody></table></div>") if rows else ""
+    return f"<div class='card wide gate gate-{_e(verdict)}'>{head}{''.join(lines)}{table}</div>"
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def page(doc: dict[str, Any], runs_dir: Path, sessions_href: str | None = None) -> str:
     runs = doc["runs"]
     views = [run_view(r, runs_dir) for r in runs]
     data = embedded_json(views)
@@ -318,6 +351,7 @@ def page(doc: dict[str, Any], runs_dir: Path) -> str:
     analysis = (doc.get("error_analysis") or {}).get("all")
     errored = sum(1 for r in runs if r.get("errored"))
     sections = [
+        *([("gate", "Regression gate", gate_html(doc["gate"]))] if doc.get("gate") else []),
         ("summary", "Summary", cards_html(doc)),
         ("papers", "The papers' tables", "".join(f"<h3>{_e(t.title)}</h3>{table_html(t)}" for t in paper)
          or "<p class='muted'>no runs</p>"),
@@ -330,10 +364,13 @@ def page(doc: dict[str, Any], runs_dir: Path) -> str:
         ("runs", "Runs", RUNS_HTML),
     ]
     nav = "".join(f"<a href='#sec-{k}'>{_e(title)}</a>" for k, title, _ in sections)
+    if sessions_href:
+        nav += f"<a href='{_e(sessions_href)}' id='all-sessions'>All sessions</a>"
     body = "".join(f"<section id='sec-{k}'><h2>{_e(title)}</h2>{content}</section>" for k, title, content in sections)
     meta = (f"{len(runs)} runs · {len({r.get('model') for r in runs})} model(s) · "
             f"{len({r.get('task_id') for r in runs})} task(s)" + (f" · {errored} errored" if errored else "")
-            + f" · created {doc.get('created_at', '')} · plugin {doc.get('plugin_version', '')}")
+            + f" · created {doc.get('created_at', '')} · plugin {doc.get('plugin_version', '')}"
+            + (f" · session {(doc.get('session') or {}).get('name')}" if (doc.get("session") or {}).get("name") else ""))
     parts = {"CSS": _asset("report.css"), "JS": _asset("report.js"), "META": _e(meta), "NAV": nav, "BODY": body,
              "DATA": data}
     # one pass over the template: a run's text that happens to hold "{{BODY}}" is left alone
@@ -353,9 +390,10 @@ def _asset(name: str) -> str:
     return (Path(__file__).parent / name).read_text(encoding="utf-8")
 
 
-def write_html(report_dir: Path, doc: dict[str, Any], runs_dir: Path) -> Path:
+def write_html(report_dir: Path, doc: dict[str, Any], runs_dir: Path, sessions_href: str | None = None) -> Path:
     path = Path(report_dir) / "index.html"
-    atomic_write(path, safefs.shown(page(doc, runs_dir)))  # a lone surrogate in a task's text cannot stop it
+    # a lone surrogate in a task's text cannot stop it
+    atomic_write(path, safefs.shown(page(doc, runs_dir, sessions_href=sessions_href)))
     return path
 
 

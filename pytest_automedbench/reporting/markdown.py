@@ -6,6 +6,7 @@ from dataclasses import replace
 from .ablation import solution_table
 from .error_tables import error_code_table, error_family_table
 from .rexmle import rexmle_table
+from .seeds import seeds_table
 from .tables import BAND_NOTE, Table, automedbench_table, level_table
 
 
@@ -31,6 +32,8 @@ def report_tables(doc: dict) -> list[Table]:
         tables.append(paper)
     if doc.get("rexmle"):
         tables.append(rexmle_table(doc["rexmle"]))
+    if doc.get("seeds"):  # MLE-bench's any-medal % over seeds (ReX-MLE, mlebench-medical)
+        tables.append(seeds_table(doc["seeds"]))
     solution = solution_table(doc.get("runs") or [])  # w/o sol. beside w/ sol. (ablation.py)
     if solution is not None:
         tables.append(solution)

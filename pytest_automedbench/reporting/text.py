@@ -14,6 +14,7 @@ from typing import Sequence
 
 from .error_tables import error_share_lines
 from .rexmle import rexmle_rank_lines, rexmle_runs_table
+from .seeds import lines as seed_lines
 from .tables import BAND_NOTE, Cell, Column, Table, level_table, text_table
 
 
@@ -142,6 +143,8 @@ def render(doc: dict, width: int | None = None) -> str:
     rex = doc.get("rexmle")
     if rex:
         parts.append(_section(fit_text(rexmle_runs_table(rex), width), rexmle_rank_lines(rex), width))
+    if doc.get("seeds"):  # MLE-bench's any-medal % over seeds (ReX-MLE, mlebench-medical)
+        parts.append("\n".join(_wrap(x, width) for x in seed_lines(doc["seeds"])))
     analysis = doc.get("error_analysis")
     if analysis and analysis["all"]["runs"]:
         title = ("Error codes (E1-E5: AutoMedBench's; VER, SUB, TSK: the paper's verification/recovery, submission "

@@ -117,8 +117,17 @@ class RunProgress:
         self._written = 0.0
 
     def phase(self, phase: str) -> None:
-        self.state["phase"] = phase
+        self._enter(phase)
         self._write()
+
+    def _enter(self, phase: str) -> None:
+        """Note when the agent's part ended and each later phase (judging, scoring) began."""
+        now = self.clock()
+        if phase in SCORING_PHASES and self.state.get("phase") not in SCORING_PHASES:
+            self.state["agent_s"] = now - float(self.state.get("started") or now)
+        if phase != self.state.get("phase"):
+            self.state[f"{phase}_since"] = now
+        self.state["phase"] = phase
 
     def step(self, record) -> None:
         """Called by the agent loop after each model turn and each tool call, and once at its end."""
@@ -129,14 +138,17 @@ class RunProgress:
             stage = live_stage(record, self.n_cases)
         except Exception:  # progress is a courtesy: it never breaks a run
             stage = self.state.get("stage")
-        self.state.update(phase="scoring" if ended else "agent", turn=record.turns, tokens=record.usage.total(),
-                          cost=record.cost_usd, stage=stage)
+        if ended and self.state.get("phase") not in SCORING_PHASES:
+            self._enter("scoring")
+        elif not ended:
+            self.state["phase"] = "agent"
+        self.state.update(turn=record.turns, tokens=record.usage.total(), cost=record.cost_usd, stage=stage)
         self._write()
 
     def mirror(self, state: dict[str, Any]) -> None:
         """Show what a run on a cluster node reports (its node's RunProgress state)."""
-        self.state.update({k: state[k] for k in ("phase", "turn", "max_turns", "stage", "tokens", "cost")
-                           if k in state})
+        self.state.update({k: state[k] for k in ("phase", "turn", "max_turns", "stage", "tokens", "cost", "agent_s",
+                                                 "judging_since", "scoring_since") if k in state})
         self._write()
 
     def end(self) -> None:
@@ -158,18 +170,25 @@ def _elapsed(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+SCORING_PHASES = ("judging", "scoring")  # after the agent: the judge's replays, the track metric
+
+
 def describe(state: dict[str, Any], now: float) -> str:
-    """'turn 3/50, S2, 12.3k tokens, $0.04, 1:02' (what a run is doing, for a line or a table row)."""
+    """'turn 3/50, S2, 12.3k tokens, $0.04, 1:02' (what a run is doing, for a line or a table row);
+    once the agent is done, 'agent 1:44, scoring 2:16, 4:00': its time and the time since scoring began."""
     parts = []
-    if state.get("phase") in ("agent", "scoring"):
+    if state.get("phase") in ("agent", *SCORING_PHASES):
         turns = state.get("turn") or 0
         parts.append(f"turn {turns}/{state['max_turns']}" if state.get("max_turns") else f"turn {turns}")
         if state.get("stage"):
             parts.append(state["stage"])
         parts.append(f"{_count(int(state.get('tokens') or 0))} tokens")
         parts.append("$?" if state.get("cost") is None and state.get("tokens") else f"${state.get('cost') or 0:.2f}")
-        if state["phase"] == "scoring":
-            parts.append("scoring")
+        if state["phase"] in SCORING_PHASES:
+            if state.get("agent_s") is not None:
+                parts.append(f"agent {_elapsed(float(state['agent_s']))}")
+            since = state.get(f"{state['phase']}_since")
+            parts.append(state["phase"] + (f" {_elapsed(now - float(since))}" if since is not None else ""))
     else:
         parts.append("preparing")
     started = state.get("started")

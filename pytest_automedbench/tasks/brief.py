@@ -9,6 +9,7 @@ artifacts and the submission format.
 """
 from __future__ import annotations
 
+from .checks import metric_computed
 from .schema import TaskSpec
 
 STAGES = """\
@@ -104,6 +105,14 @@ def build_brief(task: TaskSpec, tier: str) -> str:
         tier_section(task, tier),
         "## Submission format\n"
         f"- Write to: /workspace/{s.path}\n- {s.description.strip()}\n"
-        f"- Scored by: {task.metric.name} ({task.metric.direction} is better)"
+        f"- Scored by: {scored_by(task)} ({task.metric.direction} is better)"
         + (f" over {', '.join(t.name for t in task.metric.targets)}" if task.metric.targets else ""),
     ]) + "\n"
+
+
+def scored_by(task: TaskSpec) -> str:
+    """The metric the task's scorer computes, in words (not just the name the task file gives it)."""
+    computed = metric_computed(task)
+    if computed is None:
+        return task.metric.name
+    return f"{computed.name}: {computed.says}" if computed.says != computed.name else computed.name

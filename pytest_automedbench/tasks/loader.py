@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from .checks import check_metric_name, check_references, did_you_mean
 from .schema import TRACKS, TaskSpec
 from .yaml_reader import YAMLRefused, read_yaml
 
@@ -58,12 +59,36 @@ def short(value: Any, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys the schema allows in the mapping that holds `loc` (for a did-you-mean)."""
+    model: Any = TaskSpec
+    for part in loc[:-1]:
+        fields = getattr(model, "model_fields", None)
+        if fields is None or not isinstance(part, str) or part not in fields:
+            return []
+        model = _model_of(fields[part].annotation)
+    fields = getattr(model, "model_fields", None)
+    return list(fields) if fields else []
+
+
+def _model_of(annotation: Any) -> Any:
+    """The pydantic model inside an annotation such as `Medals | None` (None when there is none)."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def _describe(err: dict) -> str:
     kind = err.get("type", "")
     if kind == "missing":
         return "required"
     if kind == "extra_forbidden":
-        return "unknown key"
+        loc = tuple(err.get("loc", ()))
+        return "unknown key" + (did_you_mean(loc[-1], _known_keys(loc)) if loc else "")
     if kind == "literal_error" and err.get("loc", ("",))[-1] == "track":
         return f"unknown track {err.get('input')!r} (expected one of: {', '.join(TRACKS)})"
     if kind.endswith("_type") or kind.endswith("_parsing"):
@@ -90,8 +115,13 @@ def load_task_file(path: Path | str, shown: str | None = None) -> LoadedTask:
         try:
             spec = TaskSpec.model_validate(raw)
         except ValidationError as e:
-            first = e.errors()[0]
+            # An unknown key first: `modallity:` is the cause of `modality: required`, not its effect.
+            errors = sorted(e.errors(), key=lambda err: err.get("type") != "extra_forbidden")
+            first = errors[0]
             raise TaskSpecError(name, _field_path(first["loc"]), _describe(first)) from None
+        for problem in (check_metric_name(spec), check_references(spec, path.resolve().parent)):
+            if problem:
+                raise TaskSpecError(name, *problem)
         return LoadedTask(spec=spec, path=path.resolve())
     except TaskSpecError:
         raise
