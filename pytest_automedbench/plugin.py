@@ -5,6 +5,7 @@ The work itself lives in runner.py (one run), agents/, sandbox/, metrics/, judge
 from __future__ import annotations
 
 import atexit
+import os
 import gc
 from pathlib import Path
 

@@ -75,7 +75,7 @@ class ResultsCollector:
                 self.gate = baselines.parse_gate(settings.compare_fail)
             except ValueError as e:
                 raise pytest.UsageError(f"--amb-compare-fail: {e}") from None
-        self.formats = formats.chosen_formats(config)  # --amb-formats (reporting/formats/)
+        self.formats = settings.formats  # --amb-formats (reporting/formats/)
         self.runs: dict[str, dict[str, Any]] = {}  # run_id -> result
         self.doc: dict[str, Any] | None = None  # amb-results.json, once written
         self.reused: set[str] = set()

@@ -174,6 +174,16 @@ def add_options(group, parser) -> None:
         opt.add_to(group, parser)
 
 
+def formats_of(value: str | None) -> frozenset[str]:
+    """--amb-formats as a set (reporting/formats/); a wrong word is a usage error naming the option."""
+    from ..reporting.formats import parse_formats
+
+    try:
+        return frozenset(parse_formats(value or "none"))
+    except ValueError as e:
+        raise SettingsError(f"--amb-formats: {e}") from None
+
+
 def read_option(config, ini: str, type_: type | None = None):
     """An option's value: the command line first, then the ini file; None when unset (a switch: a bool)."""
     opt = BY_INI[ini]
@@ -336,6 +346,7 @@ def settings_from(config) -> RunSettings:
         judge=option("amb_judge"),
         replay_cells=option("amb_replay_cells"),
         replay_budget=option("amb_replay_budget"),
+        formats=formats_of(option("amb_formats")),
         replay_pilot=option("amb_replay_pilot"),
         resume=option("amb_resume"),
         with_solution=option("amb_with_solution"),

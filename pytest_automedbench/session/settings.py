@@ -153,6 +153,7 @@ class RunSettings:
     judge: str = "heuristic"
     replay_cells: int = 2  # check cells per run replayed on broken outputs (judge/replay.py); 0: none
     replay_pilot: bool = False  # also the pilot on broken cases (judge/replay_pilot.py): evidence, no score
+    formats: frozenset[str] = frozenset({"atif", "inspect"})  # --amb-formats: also written as ATIF / Inspect
     replay_budget: float = 1.0  # the replays' hard deadline per run, times the agent's own time (at most 180 s)
     resume: bool = False
     with_solution: bool = False  # --amb-with-solution: the task's solution report goes to the agent

@@ -27,18 +27,6 @@ def parse_formats(value: str | None) -> set[str]:
     return words
 
 
-def chosen_formats(config) -> set[str]:
-    """--amb-formats (or its ini twin amb_formats) of a pytest config; a bad value is a usage error."""
-    import pytest
-
-    from ...session.options import read_option
-
-    try:
-        return parse_formats(read_option(config, "amb_formats", str) or "none")
-    except ValueError as e:
-        raise pytest.UsageError(f"--amb-formats: {e}") from None
-
-
 def write_formats(runs: list[dict[str, Any]], runs_dir: Path | str, report_dir: Path | str, model: str,
                   chosen: set[str] | frozenset[str] = frozenset(FORMATS)) -> list[str]:
     """Write the chosen formats; returns one line per file that could not be written (never raises
@@ -61,4 +49,4 @@ def write_formats(runs: list[dict[str, Any]], runs_dir: Path | str, report_dir: 
     return problems
 
 
-__all__ = ["DEFAULT", "FORMATS", "chosen_formats", "parse_formats", "write_formats"]
+__all__ = ["DEFAULT", "FORMATS", "parse_formats", "write_formats"]
