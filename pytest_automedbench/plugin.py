@@ -30,7 +30,7 @@ from .tasks import TIERS, TRACKS, TaskSpecError, load_task_file
 from .tasks.loader import is_task_file
 from .run.conditions import solution_unavailable
 from .session.selection import deselect_missing_tiers, no_tier_line, tiers_collected
-from .session.validate import check as check_settings
+from .session.validate import check as check_settings, folder_problems
 
 SETTINGS_KEY = pytest.StashKey[RunSettings]()
 SEEN_IDS_KEY = pytest.StashKey[dict]()
@@ -196,8 +196,35 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    """Selection is final: a cluster executor checks every run's placement and submits them all."""
+    """Selection is final: the folders a run writes are checked (only a session that runs benchmark
+    items needs them), then a cluster executor checks every run's placement and submits them all."""
+    if not hasattr(session.config, "workerinput"):  # a pytest-xdist controller: at its workers' collection
+        _check_folders(session.config, any(isinstance(item, TaskItem) for item in session.items))
     executors.start(session, session.config.stash[SETTINGS_KEY])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """On a pytest-xdist controller, before any run is scheduled: the folders a run writes."""
+    _check_folders(node.config, any(is_task_file(Path(nodeid.split("::")[0])) for nodeid in ids))
+
+
+FOLDERS_CHECKED = pytest.StashKey[bool]()
+
+
+def _check_folders(config, runs_benchmarks: bool) -> None:
+    """The runs and report folders writable by this user (session/validate.py), checked once and only
+    when the session collected benchmark items: the plugin is loaded in every pytest session, and one
+    that runs none must start in a folder it cannot write. One line per problem; the session stops."""
+    if not runs_benchmarks or config.stash.get(FOLDERS_CHECKED, False) or config.option.collectonly:
+        return
+    config.stash[FOLDERS_CHECKED] = True
+    problems = folder_problems(config.stash[SETTINGS_KEY])
+    if problems:
+        import sys
+
+        print("ERROR: " + "\n".join(problems), file=sys.stderr)
+        pytest.exit("the runs or report folder cannot be written (above)", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.hookimpl(tryfirst=True)

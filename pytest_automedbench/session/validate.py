@@ -159,7 +159,8 @@ def check_session_needs(settings: RunSettings, config) -> None:
     """Before the first run: a key for every model the session calls (the agent, the LLM judge; a
     bridged agent's roles are checked with its options), each model endpoint answering a connection
     (``--amb-upstream-check=connect``, the default; no request is sent, so nothing is paid), and the
-    runs and report folders writable. One line per problem, each naming the option or variable.
+    runs and report folders writable (checked by the plugin once benchmark items are collected: a
+    pytest session that runs none must start anywhere). One line per problem, each naming the option or variable.
 
     Not under ``--collect-only`` (nothing runs) nor in a pytest-xdist worker (the controller checked)."""
     if getattr(config.option, "collectonly", False) or hasattr(config, "workerinput"):
@@ -169,9 +170,9 @@ def check_session_needs(settings: RunSettings, config) -> None:
     mode = read_option(config, "amb_upstream_check", str) or "connect"
     if mode not in ("connect", "off"):
         raise SettingsError(f"--amb-upstream-check={mode}: expected connect or off{did_you_mean(mode, ('connect', 'off'))}")
-    problems = folder_problems(settings)
+    # the runs and report folders are checked once benchmark items are collected (plugin.py)
     endpoints, key_lines = model_endpoints(settings)
-    problems += key_lines
+    problems = list(key_lines)
     if mode == "connect" and not key_lines:
         problems += [line for line in (endpoint_problem(*e) for e in endpoints) if line]
     if problems:
