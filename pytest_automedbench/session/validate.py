@@ -188,7 +188,7 @@ def model_endpoints(settings: RunSettings) -> tuple[list[tuple[str, str, str]], 
     for option, spec in (("--amb-model", settings.model), ("--amb-judge", settings.judge)):
         kind = (spec or "").partition(":")[0]
         if kind in ("claude", "gpt", "openai"):
-            from ..judge.llm import judge_problem  # the same key rules as the judge's own check
+            from ..judge.deciding.llm import judge_problem  # the same key rules as the judge's own check
 
             problem = judge_problem(spec)
             if problem:
@@ -311,7 +311,7 @@ def metric_judge_problem(task, config) -> str | None:
     spec = (task.spec.metric.params or {}).get("judge") if task.spec.metric is not None else None
     if not isinstance(spec, str) or not spec or getattr(config.option, "collectonly", False):
         return None
-    from ..judge.llm import judge_problem
+    from ..judge.deciding.llm import judge_problem
 
     problem = judge_problem(spec)
     return f"{spec}: {problem}" if problem else None
