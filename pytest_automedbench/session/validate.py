@@ -221,7 +221,7 @@ def _bridged_endpoints(settings: RunSettings) -> list[tuple[str, str, str]]:
 
     kind, _, arg = settings.model.partition(":")
     try:
-        routes = routes_for(kind, arg or None, (settings.bridge or {}).get("agent_models"))
+        routes = routes_for(kind, arg or None, settings.bridge.agent_models)
     except AgentError:
         return []
     providers = providers_from_env()
