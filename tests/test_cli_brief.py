@@ -21,8 +21,9 @@ def test_brief_by_path(capsys):
 def test_brief_by_id_under_suites(tmp_path, capsys):
     (tmp_path / "suite" / "seg").mkdir(parents=True)
     (tmp_path / "suite" / "seg" / "tiny.task.yaml").write_text(TINY.read_text())
-    # the task's reference solution travels with it (a task file's referenced files must exist)
-    (tmp_path / "suite" / "seg" / "solve.yaml").write_text((TINY.parent / "solve.yaml").read_text())
+    # the task's reference solution and preparer travel with it (its referenced files must exist)
+    for name in ("solve.yaml", "tiny_prep.py"):
+        (tmp_path / "suite" / "seg" / name).write_text((TINY.parent / name).read_text())
     out_file = tmp_path / "brief.txt"
     assert cli.main(["brief", "tiny-seg", "--tier", "lite", "--suites", str(tmp_path / "suite"),
                      "-o", str(out_file)]) == 0
