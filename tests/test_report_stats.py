@@ -154,7 +154,8 @@ def test_every_code_maps_to_its_family_and_anchor_ecode():
     for code in errors.CODES.values():
         assert code.ecode == anchor.get(code.family), code.code
     assert {f: errors.FAMILY_INFO[f].tag for f in errors.FAMILIES if f not in anchor} == {
-        "verification": "VER", "submission": "SUB", "task_understanding": "TSK", "sandbox": "SBX"}
+        "verification": "VER", "submission": "SUB", "task_understanding": "TSK", "sandbox": "SBX",
+        "integrity": "INT"}
     assert "verification/recovery" in errors.FAMILY_INFO["verification"].anchor
     assert errors._fire("RES-OOM", "cells [3]")["ecode"] == "E2" and errors._fire("SUB-NEVER", "x")["ecode"] is None
     assert errors.family_of("validation").ecode is None  # an older run's unknown family: no made-up E-code

@@ -306,7 +306,7 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
         tmp = Path(tempfile.mkdtemp(prefix="amb-pilot-"))
         try:
             ws = tmp / "workspace"
-            from .replay import copy_workspace  # bounded and sparse-aware, as every replay's copy
+            from .checks import copy_workspace  # bounded and sparse-aware, as every replay's copy
 
             copy_workspace(workspace, ws)
             view, broken = broken_view(public, ws, tmp, rels, kind)

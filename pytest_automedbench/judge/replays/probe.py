@@ -172,7 +172,7 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
         try:
             ws = Path(tmp) / "workspace"
             from ...util import bounded_copy  # the same bounded, sparse-aware copy as every replay's
-            from .replay import MAX_COPY_BYTES
+            from .checks import MAX_COPY_BYTES
 
             bounded_copy.copy_tree(workspace, ws, max_bytes=MAX_COPY_BYTES)  # CopyRefused: recorded below
             safefs.remove_tree(ws / ".amb-probe")
