@@ -350,7 +350,7 @@ class TaskItem(pytest.Item):
                 for key, value in properties(saved.result, saved.path).items():
                     self.user_properties.append((key, value))
                 if isinstance(e, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP: pytest makes no report of it
-                    _keep_interrupted(self.config, self.nodeid, saved[1])
+                    _keep_interrupted(self.config, self.nodeid, saved.path)
             if not isinstance(e, KNOWN_FAULTS):
                 raise  # a bug, an interrupt or pytest's own skip: pytest reports it as it is
             message = str(e)

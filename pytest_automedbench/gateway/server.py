@@ -658,8 +658,13 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path.rstrip("/")
         endpoint = next(((wire, kind) for suffix, wire, kind in _ENDPOINTS if path.endswith(suffix)), None)
         if endpoint is None:
-            self._refuse(_Refused(404, f"no route POST {path}", "not_found_error"),
-                         self.gw.binding_for(_token_of(self.headers)))
+            binding = self.gw.binding_for(_token_of(self.headers))
+            if binding is not None:  # the run's own client: its (capped) body is read, so it gets the answer, not EPIPE
+                try:
+                    self._read_body()
+                except _Refused:
+                    pass
+            self._refuse(_Refused(404, f"no route POST {path}", "not_found_error"), binding)
             return
         wire, kind = endpoint
         binding = None
