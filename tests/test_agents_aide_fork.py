@@ -124,6 +124,10 @@ def make_checkout(root: Path, config: str = FORK_CONFIG) -> Path:
     return root
 
 
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("agents_aide_fork")
+
+
 @pytest.fixture(scope="module")
 def fork(tmp_path_factory):
     """(agents folder, the pip arguments install used, the checkout): the stand-in installed for real."""

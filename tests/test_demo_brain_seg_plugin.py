@@ -38,10 +38,11 @@ def test_reference_and_null_serial_and_parallel(pytester, data_dir):
         assert float(props[run_id]["amb_overall"]) == run["overall"]
         assert float(props[run_id]["amb_s3"]) == run["stages"]["S3"]
 
-    r, parallel, _ = _session(pytester, data_dir, "parallel", "-n", "2")
-    r.assert_outcomes(passed=3)
-    assert parallel.keys() == serial.keys()
-    for run_id in serial:
+    # two of the tiers under -n 2 (one per worker): each brain run costs a minute or two of CPU
+    r, parallel, _ = _session(pytester, data_dir, "parallel", "-n", "2", "-k", "lite or standard")
+    r.assert_outcomes(passed=2)
+    assert len(parallel) == 2 and parallel.keys() <= serial.keys()
+    for run_id in parallel:
         for key in ("overall", "agentic", "task_score", "completion_rate", "stages", "medal", "failure_mode"):
             assert parallel[run_id][key] == serial[run_id][key], (run_id, key)
         assert parallel[run_id]["task_metrics"]["components"] == serial[run_id]["task_metrics"]["components"]

@@ -20,6 +20,11 @@ PERFECT = 0.995  # a reference at or above this task score is suspected of scori
 DOCS = REPO / "docs" / "tracks.md"
 
 
+# its session is made once per test session (a file lock): every test that reads it on one xdist worker
+# (--dist loadgroup), so the other worker goes on with other tests instead of waiting on the lock
+pytestmark = pytest.mark.xdist_group("demo-runs")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     facts = demo_runs(tmp_path_factory)
@@ -49,6 +54,19 @@ def test_discrimination_table(runs, capsys):
         assert gap >= MARGIN, f"{task_id}: reference beats the naive baseline by only {100 * gap:.1f} points"
         # the reference is a method that can be wrong: it is not perfect by construction
         assert by["reference"]["task_score"] < PERFECT, (task_id, "reference scores 100: is the ground truth its own output?")
+
+
+@pytest.mark.parametrize("task_id", sorted(demo_tasks()))
+def test_demo_reference_scores_high_and_null_low(task_id, runs):
+    """Every demo task end to end, from the same session's runs: the reference solution at least 70 overall with
+    every case scored and an A or B medal (a ReX-MLE medal for the challenge), the null agent at most 20 with no
+    submission. (The judge's replays are off in this session: its honest floors under replays are the gaming
+    suite's honest controls.)"""
+    ref, null = runs[task_id]["reference"], runs[task_id]["null"]
+    assert ref["overall"] >= 70 and ref["failure_mode"] is None and ref["completion_rate"] == 1.0, (task_id, ref["stages"])
+    assert ref["task_metrics"]["case_errors"] == [], (task_id, ref["task_metrics"]["case_errors"][:5])
+    assert ref["medal"] in (("gold", "silver", "bronze") if ref.get("rexmle") else ("A", "B")), (task_id, ref["medal"])
+    assert null["overall"] <= 20 and null["failure_mode"] == "no_submission", (task_id, null["overall"])
 
 
 def band_offset(medals: dict, run: dict) -> float:

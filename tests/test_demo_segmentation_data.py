@@ -36,6 +36,10 @@ def _dice(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return metric.aggregate().numpy()
 
 
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("demo_segmentation_data")
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo_seg")

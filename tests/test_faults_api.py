@@ -29,6 +29,10 @@ def snapshot(runs) -> dict:
     return {k: v for k, v in results(runs).items()}
 
 
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("faults_api")
+
+
 @pytest.fixture(scope="module")
 def api_sessions(tmp_path_factory):
     root = tmp_path_factory.mktemp("api-faults")

@@ -101,6 +101,10 @@ def reports(root: Path) -> dict:
             "views": {v["result"]["run_id"]: v for v in json.loads("".join(parser.data))}}
 
 
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("faults_hostile_runs")
+
+
 @pytest.fixture(scope="module")
 def sessions(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("hostile")

@@ -30,6 +30,10 @@ def staging(runs: Path) -> list[str]:
 
 
 # -- kill -9 mid-run, then --amb-resume -----------------------------------------------------------------
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("faults_runs")
+
+
 @pytest.fixture(scope="module")
 def killed_then_resumed(tmp_path_factory):
     root = tmp_path_factory.mktemp("kill9")

@@ -71,6 +71,10 @@ BOMB_STEPS = """\
 """
 
 
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("faults_tasks")
+
+
 @pytest.fixture(scope="module")
 def hostile_session(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile-tasks")

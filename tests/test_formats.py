@@ -177,7 +177,7 @@ def test_full_disk_is_one_line_not_a_traceback(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_session_writes_both_by_default_and_none_turns_them_off(tiny_suite, pytester):
-    r = pytester.runpytest_subprocess("suite", "-p", "no:cacheprovider")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)
     (run,) = [p for p in (pytester.path / "reports" / "runs").iterdir() if not p.name.startswith(".")]
     traj = atif.Trajectory.model_validate_json((run / "trajectory.json").read_text())
@@ -187,11 +187,11 @@ def test_a_session_writes_both_by_default_and_none_turns_them_off(tiny_suite, py
     log = inspect_log.read_eval_log(str(log_file))
     assert [s.id for s in log.samples] == [run.name]
     assert set(log.samples[0].scores) == {"overall", "agentic", "task", "S1", "S2", "S3", "S4", "S5"}
-    r = pytester.runpytest_subprocess("suite", "-p", "no:cacheprovider", "--amb-formats=none",
-                                      "--amb-runs-dir=runs2", "--amb-report-dir=rep2")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-formats=none",
+                           "--amb-runs-dir=runs2", "--amb-report-dir=rep2")
     r.assert_outcomes(passed=1)
     (run2,) = [p for p in (pytester.path / "runs2").iterdir() if not p.name.startswith(".")]
     assert not (run2 / "trajectory.json").exists() and not (pytester.path / "rep2" / "inspect").exists()
-    r = pytester.runpytest_subprocess("suite", "--amb-formats=parquet")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-formats=parquet")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*--amb-formats: expected atif, inspect*got parquet*"])

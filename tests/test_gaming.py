@@ -91,6 +91,11 @@ def run_gaming(root: Path) -> dict:
     return facts
 
 
+# its session is made once per test session (a file lock): every test that reads it on one xdist worker
+# (--dist loadgroup), so the other worker goes on with other tests instead of waiting on the lock
+pytestmark = pytest.mark.xdist_group("gaming")
+
+
 @pytest.fixture(scope="module")
 def gaming(tmp_path_factory):
     return once_per_session(tmp_path_factory, "gaming", run_gaming)

@@ -50,6 +50,11 @@ def run_honest(backend: str, root: Path, docker: dict | None) -> dict:
             "cases": {case: case_facts(root / "runs", task_id) for case, task_id in tasks.items()}}
 
 
+# its session is made once per test session (a file lock): every test that reads it on one xdist worker
+# (--dist loadgroup), so the other worker goes on with other tests instead of waiting on the lock
+pytestmark = pytest.mark.xdist_group("honest")
+
+
 @pytest.fixture(scope="module", params=["local", "docker"])
 def honest(request, tmp_path_factory):
     return session_facts("honest", request, tmp_path_factory, run_honest)

@@ -15,6 +15,10 @@ from report_runs import make_session
 from pytest_automedbench.reporting.controller import results_document, write_reports
 
 
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("html_report")
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")

@@ -330,6 +330,11 @@ def items_of(root: Path, side: str, limit: int = 8):
     return out[:limit]
 
 
+# its session is made once per test session (a file lock): every test that reads it on one xdist worker
+# (--dist loadgroup), so the other worker goes on with other tests instead of waiting on the lock
+pytestmark = pytest.mark.xdist_group("demo-runs")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     return demo_runs(tmp_path_factory)

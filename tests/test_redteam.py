@@ -151,7 +151,10 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
     tasks = build_suite(root, fill)
     harness_before = file_hash(HARNESS / "plugin.py")  # the file tamper_harness attacks
     try:
-        proc = run_session(root, backend, docker, ["--amb-disk-cap=64", "--amb-max-processes=128"],
+        # the replays at their default budget (the agent's own time): they run the hostile cells again in
+        # their own sandboxes, yet no case here reads a verdict, so the 100x deadline would only add minutes
+        proc = run_session(root, backend, docker, ["--amb-disk-cap=64", "--amb-max-processes=128",
+                                                   "--amb-replay-budget=1"],
                            env={"AMB_RT_SECRET": CANARY, "OPENAI_API_KEY": CANARY, "ANTHROPIC_API_KEY": CANARY})
     finally:
         helper.kill()
@@ -169,6 +172,11 @@ def run_redteam(backend: str, root: Path, docker: dict | None) -> dict:
         facts["cases"][case]["leaks"] = leaks(Path(facts["cases"][case]["run_dir"]))
         facts["cases"][case]["specials"] = specials(Path(facts["cases"][case]["run_dir"]))
     return facts
+
+
+# its session is made once per test session (a file lock): every test that reads it on one xdist worker
+# (--dist loadgroup), so the other worker goes on with other tests instead of waiting on the lock
+pytestmark = pytest.mark.xdist_group("redteam")
 
 
 @pytest.fixture(scope="module", params=["local", "docker"])

@@ -275,6 +275,10 @@ def test_run_properties():
 
 
 # -- terminal width ---------------------------------------------------------------------------------
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("report_stats")
+
+
 @pytest.fixture(scope="module")
 def session_doc(tmp_path_factory):
     from report_runs import make_session

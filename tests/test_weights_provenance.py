@@ -32,6 +32,10 @@ def cell(code: str) -> dict:
     return {"execute_code": {"language": "python", "code": HEAD + code}}
 
 
+# its module fixture is costly: every test of the file on one xdist worker (--dist loadgroup), so it is made once
+pytestmark = pytest.mark.xdist_group("weights_provenance")
+
+
 @pytest.fixture(scope="module")
 def carded(tiny):
     """The tiny task with a model card (thresholds, real numbers) in its public model folder."""
