@@ -57,8 +57,12 @@ def junit_props(pytester) -> dict:
     return {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "out.xml").iter("property")}
 
 
+# the replays' deadline far from the agents' time: the runs compared must get the same verdicts on a loaded machine
+PINNED_REPLAYS = "--amb-replay-budget=100"
+
+
 def test_claude_and_openai_solve_like_the_reference_with_exact_accounting(tiny_suite, pytester, mock_llm):
-    r = pytester.runpytest("suite", "-p", "no:cacheprovider")
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", PINNED_REPLAYS)
     r.assert_outcomes(passed=1)
     ref = the_run(pytester)
     assert ref["cost_usd"] == 0.0 and ref["api_calls"] == 0 and sum(ref["tokens"].values()) == 0  # no LLM
@@ -75,7 +79,7 @@ def test_claude_and_openai_solve_like_the_reference_with_exact_accounting(tiny_s
         mock_llm.clear_requests()
         mock_llm.add(*solve_entries())
         r = pytester.runpytest("suite", "-p", "no:cacheprovider", f"--amb-model={model}", "--amb-prices=prices.yaml",
-                               NO_WAIT, "--junitxml=out.xml", "-o", "junit_family=xunit1")
+                               NO_WAIT, PINNED_REPLAYS, "--junitxml=out.xml", "-o", "junit_family=xunit1")
         r.assert_outcomes(passed=1)
         run = the_run(pytester)
         assert run["model"] == model and mock_llm.remaining == 0

@@ -126,3 +126,19 @@ def test_the_public_view_never_writes_through_to_the_public_data(tmp_path):
     perturb(public / "models" / "m.pt", target)
     assert (public / "models" / "m.pt").read_bytes() == before and target.read_bytes() != before
     assert (view / "images" / "a.txt").read_text() == "x"
+
+
+def test_a_replay_the_deadline_stopped_part_way_does_not_void_the_check():
+    """Passing the broken versions tried before the deadline is not passing every one (a loaded machine
+    stops replays early): no "cannot fail" verdict from it; one that tried them all still gives it."""
+    from types import SimpleNamespace
+
+    from pytest_automedbench.judge.deciding.heuristic import can_fail
+
+    def cell(replay):
+        return SimpleNamespace(event=SimpleNamespace(replay=replay))
+
+    tried_all = {"fails_on": [], "passes_on": ["missing", "nan"], "not_applicable": []}
+    assert can_fail(cell(tried_all)) is False
+    assert can_fail(cell({**tried_all, "stopped": "the run's replay budget is spent"})) is True
+    assert can_fail(cell({**tried_all, "fails_on": ["nan"]})) is True and can_fail(cell(None)) is True

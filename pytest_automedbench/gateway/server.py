@@ -68,6 +68,7 @@ HEADERS_TIMEOUT_S = 30.0  # a request line and headers, from their first byte
 BODY_TIMEOUT_S = 120.0  # a whole body (32 MB at ~270 kB/s)
 SEND_STALL_S = 300.0  # a client that takes none of its answer for this long is dropped
 MAX_CHUNK_LINE = 1024
+DRAIN_MAX = 64 << 10  # a refused request body up to this is read and dropped (see _drain_small_body)
 REFUSALS_KEPT = 1000  # refusals of no known run kept (the newest), the rest counted
 RUN_REFUSALS_KEPT = 200  # refusals recorded one by one per run, the rest counted in one event
 REDACTED = b"[redacted]"
@@ -494,11 +495,26 @@ class _Handler(BaseHTTPRequestHandler):
     def _refuse(self, r: _Refused, binding: RunBinding | None = None, wire: str = OPENAI,
                 endpoint: str | None = None) -> None:
         self.gw.refused(binding, r.status, r.message, endpoint=endpoint, wire=wire)
-        self.close_connection = True  # whatever of the request is still unread is never read
+        self.close_connection = True  # whatever of the request is still unread is never read...
+        if r.status in (401, 404, 429):
+            self._drain_small_body()  # ...but a small declared body, so an ordinary client reads the answer
         try:
             self.connection.settimeout(5.0)
             self._error(wire, r.status, r.message, r.etype)
         except OSError:
+            pass
+
+    def _drain_small_body(self) -> None:
+        """Read and drop a refused request's body when it declares at most DRAIN_MAX bytes, within the body
+        timeout: closing on unread bytes would meet a client still sending them with EPIPE, not the
+        answer. A chunked or larger body stays unread (a client without a token is never read at length)."""
+        raw = (self.headers.get("Content-Length") or "").strip()
+        if self.headers.get("Transfer-Encoding") or not raw.isdigit() or not 0 < int(raw) <= DRAIN_MAX:
+            return
+        try:
+            self._reader.arm(self.gw.body_timeout_s, "body")
+            self.rfile.read(int(raw))
+        except (OSError, TimeoutError):
             pass
 
     # -- plumbing
@@ -658,13 +674,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path.rstrip("/")
         endpoint = next(((wire, kind) for suffix, wire, kind in _ENDPOINTS if path.endswith(suffix)), None)
         if endpoint is None:
-            binding = self.gw.binding_for(_token_of(self.headers))
-            if binding is not None:  # the run's own client: its (capped) body is read, so it gets the answer, not EPIPE
-                try:
-                    self._read_body()
-                except _Refused:
-                    pass
-            self._refuse(_Refused(404, f"no route POST {path}", "not_found_error"), binding)
+            self._refuse(_Refused(404, f"no route POST {path}", "not_found_error"),
+                         self.gw.binding_for(_token_of(self.headers)))
             return
         wire, kind = endpoint
         binding = None
