@@ -63,7 +63,7 @@ def test_every_constructor_makes_a_record_of_the_type():
 
 
 def test_a_record_of_an_earlier_version_loads_with_defaults_and_extra_keys():
-    record = rr.checked({**OLD, "rexmle": {"percentile": 0.5}, "s4_guards": ["x"]})  # other helpers' fields
+    record = rr.checked({**OLD, "rexmle": {"percentile": 0.5}, "future_block": ["x"]})  # fields of other parts
     assert record.timings is None and record.errored is False and record.settings is None and record.lost is False
     assert record.as_json()["rexmle"] == {"percentile": 0.5} and "timings" not in record.as_json()
     assert rr.checked(OLD).as_json() == OLD  # values as written: ints stay ints, floats floats
@@ -74,6 +74,8 @@ def test_a_record_of_an_earlier_version_loads_with_defaults_and_extra_keys():
     ({"repeat": "1"}, "repeat: unexpected str '1'"),
     ({"stages": {"S1": "high"}}, "stages.S1: unexpected str 'high'"),
     ({"timings": {"agent_s": "slow"}}, "timings.agent_s: unexpected str 'slow'"),
+    ({"s4_guards": ["x"]}, "s4_guards: unexpected list"),
+    ({"missing_stage_policy": "halve"}, "missing_stage_policy: unexpected str 'halve'"),
     ({"run_id": None}, "run_id: unexpected null 'None'"),
 ])
 def test_a_broken_result_is_one_line_naming_the_file_and_field(tmp_path, change, message):
@@ -103,3 +105,13 @@ def test_the_saved_run_travels_with_any_exception(tmp_path):
         assert carried is error and saved.result is OLD and saved.path == tmp_path / "result.json"
         assert saved.kind == ("interrupted" if isinstance(error, KeyboardInterrupt) else "errored")
     assert rr.saved_run_of(RuntimeError("plain")) is None
+
+
+def test_the_missing_stage_policy_type_names_the_scoring_policies():
+    import typing
+
+    from pytest_automedbench.record.result import RunResult
+    from pytest_automedbench.scoring.formulas import MISSING_STAGE_POLICIES
+
+    field = RunResult.model_fields["missing_stage_policy"].annotation
+    assert set(typing.get_args(typing.get_args(field)[0])) == set(MISSING_STAGE_POLICIES)

@@ -46,6 +46,19 @@ class Timings(BaseModel):
     scoring_s: Number | None = None
 
 
+class S4Guards(BaseModel):
+    """VQA's S4 guards (scoring/s4_guards.py, AutoMedBench's eval_vqa `compute_s4_with_guards`): what they
+    measured and the caps that applied."""
+
+    model_config = ConfigDict(extra="allow")
+
+    accuracy: Number | None = None
+    placeholder_rate: Number | None = None
+    model_call_detected: StrictBool | None = Field(default=None, description="None: not observed")
+    caps: list[StrictStr] = Field(default_factory=list, description="each cap that applied, with its reason")
+    s4_unguarded: Number | None = Field(default=None, description="S4 before the caps")
+
+
 class RunResult(BaseModel):
     """One run's result.json. Declared in the order the runner writes the keys."""
 
@@ -64,6 +77,10 @@ class RunResult(BaseModel):
     completion_rate: Number
     format_valid: StrictBool = False
     stages: dict[str, Number] = Field(description=f"the stages {', '.join(STAGES)}, each 0..1")
+    s4_guards: S4Guards | None = Field(default=None, description="VQA's S4 guards (other tracks: absent)")
+    missing_stage_policy: Literal["zero", "renormalise"] | None = Field(
+        default=None, description="how a stage with no verdict counts: zero, or the others renormalised")
+    unscored_stages: list[StrictStr] | None = Field(default=None, description="stages with no verdict, if any")
     stage_evidence: dict[str, Any] = Field(default_factory=dict, description="each stage's rubric items and evidence")
     task_metrics: dict[str, Any] = Field(default_factory=dict, description="the track metric's name, value and details")
     medal: StrictStr | None = None
@@ -238,6 +255,6 @@ def saved_run_of(error: BaseException) -> SavedRun | None:
     return saved if isinstance(saved, SavedRun) else None
 
 
-__all__ = ["RESULT_SCHEMA_VERSION", "RunResult", "STAGES", "SavedRun", "SchemaError", "Timings", "checked",
+__all__ = ["RESULT_SCHEMA_VERSION", "RunResult", "S4Guards", "STAGES", "SavedRun", "SchemaError", "Timings", "checked",
            "errored", "from_properties", "interrupted", "junit_properties", "lost", "not_started", "saved_run_of",
            "scored", "unscored", "with_saved_run", "zero_stages", "zero_tokens"]
