@@ -55,15 +55,18 @@ def inner_env(root: Path, pythonpath: list[str] = (), **overrides: str | None) -
     return env
 
 
+# the replays' deadline 100x the agent's time (180 s at most), not the default 1x: the verdicts a test reads, or
+# the runs it compares, do not depend on the machine's load
+PINNED_REPLAYS = "--amb-replay-budget=100"
+
+
 def run_session(root: Path, backend: str, docker: dict | None, args: list[str] = (), env: dict | None = None,
                 pythonpath: list[str] = (), timeout: float = 1500) -> subprocess.CompletedProcess:
     """`pytest suite --amb-model=reference` in `root` on `backend` (the harness's checkout and the
     suite on PYTHONPATH, plus `pythonpath`)."""
     full_env = inner_env(root, pythonpath, **(env or {}))
-    # --amb-replay-budget=100: the replays' deadline is 100x the agent's time (180 s at most), not the default
-    # 1x, so that the verdicts these tests read do not depend on the machine's load
     cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
-           "--amb-replay-budget=100", f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={root / 'runs'}",
+           PINNED_REPLAYS, f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={root / 'runs'}",
            f"--amb-report-dir={root / 'reports'}", *args, *sandbox_args(backend, docker)]
     return subprocess.run(cmd, cwd=root, env=full_env, capture_output=True, text=True, timeout=timeout)
 

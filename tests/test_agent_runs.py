@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, read_results
+from inner_session import PINNED_REPLAYS
 
 NO_WAIT = "--amb-retry-delay=0"
 
@@ -55,10 +56,6 @@ def run_dir(pytester) -> "Path":  # noqa: F821
 
 def junit_props(pytester) -> dict:
     return {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "out.xml").iter("property")}
-
-
-# the replays' deadline far from the agents' time: the runs compared must get the same verdicts on a loaded machine
-PINNED_REPLAYS = "--amb-replay-budget=100"
 
 
 def test_claude_and_openai_solve_like_the_reference_with_exact_accounting(tiny_suite, pytester, mock_llm):

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES
-from inner_session import inner_env, once_per_session
+from inner_session import PINNED_REPLAYS, inner_env, once_per_session
 from pytest_automedbench.judge.deciding.llm import CLOSE, OPEN
 from pytest_automedbench.judge.rubric import load_rubric
 from pytest_automedbench.testing import MockLLMServer
@@ -76,7 +76,7 @@ def run_gaming(root: Path) -> dict:
     with MockLLMServer([], responder=gullible_judge) as server:
         env = inner_env(root, OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY="gaming")
         cmd = [sys.executable, "-m", "pytest", "suite", "-p", "no:cacheprovider", "-q", "--amb-model=reference",
-               "--amb-tier=standard", "--amb-judge=openai:gaming-judge", "--amb-retry-delay=0", "--amb-replay-budget=100",
+               "--amb-tier=standard", "--amb-judge=openai:gaming-judge", "--amb-retry-delay=0", PINNED_REPLAYS,
                f"--amb-data-dir={root / 'data'}", f"--amb-runs-dir={runs}", f"--amb-report-dir={root / 'reports'}"]
         proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1500)
         prompts = [json.dumps(r["json"].get("messages")) for r in server.requests]

@@ -508,12 +508,15 @@ class _Handler(BaseHTTPRequestHandler):
         """Read and drop a refused request's body when it declares at most DRAIN_MAX bytes, within the body
         timeout: closing on unread bytes would meet a client still sending them with EPIPE, not the
         answer. A chunked or larger body stays unread (a client without a token is never read at length)."""
-        raw = (self.headers.get("Content-Length") or "").strip()
-        if self.headers.get("Transfer-Encoding") or not raw.isdigit() or not 0 < int(raw) <= DRAIN_MAX:
+        try:
+            length = self._body_length()  # None: chunked
+        except _Refused:
+            return
+        if not length or length > DRAIN_MAX:
             return
         try:
             self._reader.arm(self.gw.body_timeout_s, "body")
-            self.rfile.read(int(raw))
+            self.rfile.read(length)
         except (OSError, TimeoutError):
             pass
 
