@@ -92,3 +92,32 @@ def test_the_guard_reports_its_static_check_as_harness_time(tmp_path):
     assert result.harness_s > 0
     assert result.harness_s <= took
     assert took < 5.0, took
+
+
+SLOW_CLOSE = '''
+import time
+from pytest_automedbench.sandbox.local import LocalSandbox
+
+class SlowCloseSandbox(LocalSandbox):
+    def cleanup(self):
+        super().cleanup()
+        time.sleep(8)  # the harness tearing the sandbox down, after the agent's loop has ended
+
+def pytest_amb_make_sandbox(name, sandbox_config, config):
+    return SlowCloseSandbox(sandbox_config)
+'''
+
+
+def test_the_sandbox_close_is_not_the_agent_time(tiny_suite, pytester):
+    """result.json's timings.agent_s ends with the agent's loop: the sandbox's teardown (8 s here) is not in it."""
+    import json
+
+    (tiny_suite / "conftest.py").write_text(SLOW_CLOSE)
+    started = time.monotonic()
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-replay-cells=0")
+    whole = time.monotonic() - started
+    r.assert_outcomes(passed=1)
+    run = json.loads(next((pytester.path / "reports" / "runs").glob("*/result.json")).read_text())
+    assert whole >= 8, whole
+    assert run["timings"]["agent_s"] < whole - 8 + 0.5, (run["timings"], whole)
+    assert run["timings"]["agent_s"] <= run["wall_time_s"] + 0.5, (run["timings"], run["wall_time_s"])

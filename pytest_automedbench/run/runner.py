@@ -258,14 +258,18 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
     scorer_loading = None
     gpu = sampler_for(config.gpus, sandbox)  # NVML samples of the run's own processes (gpu_usage.py)
     agent_clock: float | None = None
+    agent_s: float | None = None
     try:
         with sandbox:
             agent.prepare()  # its SDK first: the scorer's libraries then load while the agent waits on its model
             scorer_loading = load_in_background(scorer_module) if scorer_module else None
             gpu.start()
             agent_clock = time.monotonic()
-            record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
-                               cost_fn=settings.cost_fn, on_step=on_step).run(brief)
+            try:
+                record = AgentLoop(agent, sandbox, limits, workspace / "outputs",
+                                   cost_fn=settings.cost_fn, on_step=on_step).run(brief)
+            finally:  # the agent's time ends with its loop: the sandbox's close is the harness's
+                agent_s = _seconds_since(agent_clock)
     except BaseException as exc:  # an infrastructure fault or an interrupt: keep the partial run (tokens spent)
         record = getattr(exc, "record", None)
         if not isinstance(record, RunRecord):
@@ -274,8 +278,7 @@ def execute(task: LoadedTask, tier: str, repeat: int, agent: Agent, data: TaskDa
         error = exc
     finally:
         gpu_used = gpu.stop()  # None on CPU
-        timings: dict[str, float | None] = {"agent_s": _seconds_since(agent_clock),
-                                            "judge_s": None, "scoring_s": None}
+        timings: dict[str, float | None] = {"agent_s": agent_s, "judge_s": None, "scoring_s": None}
     scores: dict[str, Any] | None = None
     scoring_error: Exception | None = None
     try:
