@@ -7,24 +7,23 @@ from pathlib import Path
 
 import pytest
 
-# pytester's in-process runs drop modules first imported during a run; re-importing torch in the
-# same process crashes it, so the heavy libraries are imported once here, before any run.
-import importlib
 
-for _name in ("anthropic", "openai",  # the SDKs are slow to import
-              "monai.metrics", "nibabel", "pandas", "PIL.Image", "torch",
-              "nilearn.datasets",  # enhancement / synthesis demo preparers
-              "pycocotools.cocoeval"):
-    try:
-        importlib.import_module(_name)
-    except ImportError:  # a GPU box carrying only part of the stack: the tests that need it fail on their own
-        pass
-import pytest_automedbench.metrics.report  # noqa: F401  (pycocoevalcap; one METEOR Java process per test process)
-import pydicom  # noqa: F401
-import scipy.ndimage  # noqa: F401
-import skimage.filters, skimage.measure, skimage.morphology, skimage.segmentation  # noqa: F401,E401
-import skimage.metrics  # noqa: F401
-import skimage.transform  # noqa: F401
+def _warm_up_libraries() -> None:
+    """pytester's in-process runs drop modules first imported during a run; re-importing torch in the
+    same process crashes it, so the heavy libraries are imported once, before any run."""
+    import importlib
+
+    for name in ("anthropic", "openai",  # the SDKs are slow to import
+                 "monai.metrics", "nibabel", "pandas", "PIL.Image", "torch",
+                 "nilearn.datasets",  # enhancement / synthesis demo preparers
+                 "pycocotools.cocoeval",
+                 "pytest_automedbench.metrics.report",  # pycocoevalcap; one METEOR Java process per test process
+                 "pydicom", "scipy.ndimage", "skimage.filters", "skimage.measure", "skimage.morphology",
+                 "skimage.segmentation", "skimage.metrics", "skimage.transform"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a GPU box carrying only part of the stack: the tests that need it fail on their own
+            pass
 
 
 def _warm_up_sdks() -> None:
@@ -44,8 +43,6 @@ def _warm_up_sdks() -> None:
         anthropic.Anthropic(api_key="x", base_url=server.anthropic_base_url, max_retries=0).messages.create(
             model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
 
-
-_warm_up_sdks()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
@@ -88,6 +85,11 @@ def tiny(tmp_path_factory):
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and CUDA torch (skipped, saying why, where none is "
                                        "present; run them on a GPU box with `pytest tests -m gpu`)")
+    # the pytest-xdist controller runs no test: the warm-up (~10 s of CPU) is for the processes that do
+    controller = getattr(config, "workerinput", None) is None and config.getoption("dist", "no") != "no"
+    if not controller:
+        _warm_up_libraries()
+        _warm_up_sdks()
 
 
 @pytest.fixture
