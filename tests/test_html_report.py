@@ -142,3 +142,27 @@ def test_band_legend_follows_the_scoring_code(report):
     assert "|synthesis||>= 0.98||>= 0.95||(none)||below B; invalid" in legend  # no C tier: below Okay is F
     assert "under 50% of the cases" in legend and "psnr_db >= baseline - 3" in legend
     assert legend_html() in report[0].read_text()
+
+
+# -- what the tables and charts show (issue 37: scoring time, long names, runs without a cost, medals, models) --
+
+
+def _session(tmp_path, seed=11):
+    """A small session (one run per task) whose runs recorded where their time went."""
+    runs = make_session(tmp_path / "runs", seed=seed, repeats=1)
+    for r in runs:
+        r["timings"] = {"agent_s": r["wall_time_s"], "judge_s": 2.5, "scoring_s": 0.75}
+    return runs
+
+
+def test_judge_and_scoring_seconds_in_the_html_tables(tmp_path):
+    from pytest_automedbench.reporting.html import run_view, table_html
+    from pytest_automedbench.reporting.markdown import report_tables
+
+    runs = _session(tmp_path)
+    tables = {t.id: table_html(t) for t in report_tables(results_document(runs, {}))}
+    for table, header in (("level-models", "judge"), ("level-tasks", "judge"), ("paper-automedbench", "judge/run")):
+        html = tables[table]
+        assert f">{header}</th>" in html and f">{header.replace('judge', 'scoring')}</th>" in html, table
+        assert ">2.5s</td>" in html and ">0.8s</td>" in html, table  # judge, scoring: means per run
+    assert run_view(runs[0], tmp_path / "runs")["result"]["timings"]["judge_s"] == 2.5  # the run viewer's line

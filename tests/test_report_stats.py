@@ -1,5 +1,7 @@
 """Aggregation, intervals, the gate's syntax and its significance test, error codes, ReX-MLE and the
 terminal tables, on made-up runs (fast)."""
+import re
+
 import pytest
 
 from pytest_automedbench.scoring import failure_codes as errors
@@ -345,3 +347,28 @@ def test_any_medal_mean_and_sem_over_seeds():
     text = md(doc)
     assert "Any-medal % over seeds" in text and "50.0% ± 28.9" in text and "2 (< 3)" in text
     assert any("asks for >= 3 seeds" in x for x in seeds.lines([kaggle]))
+
+
+# -- what the tables show: the harness's time, medal counts, the model called, the error analysis's scope ----
+def _model_row(text: str, model: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(model))
+
+
+def test_judge_and_scoring_seconds_per_run_beside_the_agents_time():
+    from pytest_automedbench.reporting.controller import progress_line
+    from pytest_automedbench.reporting.tables import automedbench_table
+
+    runs = [run("t1", timings={"agent_s": 2.0, "judge_s": 3.0, "scoring_s": 0.5}),
+            run("t2", timings={"agent_s": 2.0, "judge_s": 5.0, "scoring_s": 1.5}),
+            run("t1", model="old")]  # written before result.json had timings
+    agg = aggregate(runs)
+    assert next(r for r in agg["models"] if r["model"] == "m")["metrics"]["judge_s"]["mean"] == 4.0
+    text = render({"aggregate": agg}, width=250).split("\n\n")[0]
+    assert re.search(r" time +judge +scoring +tokens ", text.splitlines()[1])
+    assert re.search(r" 2\.0s +4\.0s +1\.0s +15 ", _model_row(text, "m "))  # agent, judge, scoring: means per run
+    assert re.search(r" 2\.0s +- +- +15 ", _model_row(text, "old"))
+    assert "| time | judge | scoring | tokens |" in render_markdown({"aggregate": agg})
+    paper = automedbench_table(agg)
+    assert [c.header for c in paper.columns][paper.column("wall_time_s"):][:3] == ["time/run", "judge/run", "scoring/run"]
+    assert progress_line(runs[0]).endswith("2.0s (judge 3.0s, scoring 0.5s) 15 tokens")
+

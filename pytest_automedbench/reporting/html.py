@@ -65,7 +65,7 @@ VIEW_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall",
              "completion_rate", "format_valid", "stages", "medal", "failure_mode", "turns", "wall_time_s", "tokens",
              "cost_usd", "violations", "error_codes", "task_metrics", "stage_evidence", "started_at", "ended_by",
              "submitted", "api_calls", "judge", "comparable", "not_comparable", "errored", "error", "rexmle",
-             "gpu", "settings", "mlebench", "band_medal")
+             "gpu", "settings", "mlebench", "band_medal", "timings")
 
 
 def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:

@@ -29,6 +29,9 @@ METRICS = {
     "failure": lambda r: 0.0 if _submitted(r) else 1.0,
     "turns": lambda r: r.get("turns"),
     "wall_time_s": lambda r: r.get("wall_time_s"),
+    # the harness's own time after the agent (result.json `timings`; None in runs written before it)
+    "judge_s": lambda r: (r.get("timings") or {}).get("judge_s"),
+    "scoring_s": lambda r: (r.get("timings") or {}).get("scoring_s"),
     "tokens": lambda r: sum((r.get("tokens") or {}).values()) if r.get("tokens") is not None else None,
     "cost_usd": lambda r: r.get("cost_usd"),
     "with_codes": lambda r: 1.0 if errors.fired_codes(r) else 0.0,

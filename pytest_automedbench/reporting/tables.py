@@ -140,6 +140,26 @@ def _medal_counts(row: dict) -> Cell:
                 title="/".join(f"{m} {counts.get(m, 0)}" for m in MEDALS))
 
 
+#: the harness's time after the agent's, per run (result.json `timings`): where a slow judge or metric shows
+#: (the columns appear where some run recorded it, so sessions written before `timings` look as they did)
+TIMING_COLUMNS = (
+    Column("judge_s", "judge", "jdg", 34, help="mean seconds of the judge per run (its replays included)"),
+    Column("scoring_s", "scoring", "scr", 33,
+           help="mean seconds of the scoring per run (the track metric and its guard)"),
+)
+
+
+def _timing_columns(rows: list[dict]) -> tuple[Column, ...]:
+    return TIMING_COLUMNS if any(r["metrics"].get(c.key) for r in rows for c in TIMING_COLUMNS) else ()
+
+
+def _seconds_cell(m: dict, name: str) -> Cell:
+    metric = m.get(name)
+    if not metric:
+        return Cell("-", sort=None, title="no run recorded it")
+    return Cell(fmt_seconds(metric["mean"]), sort=metric["mean"], title=f"mean over {metric['n']} run(s)")
+
+
 def _cost_cell(row: dict) -> Cell:
     metric = row["metrics"].get("cost_usd")
     if not row["runs"]:
@@ -166,6 +186,7 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
     keys = LEVEL_KEYS[level]
     rows = [r for r in agg.get(level, []) if benchmark is None or r.get("benchmark", "automedbench") == benchmark]
     columns = [Column(k, _IDENTITY[k][0], priority=_IDENTITY[k][1], identity=True, numeric=False) for k in keys]
+    timing = _timing_columns(rows)
     if level == "tasks":  # the task id says the track: its column may go on a narrow terminal
         columns[1] = replace(columns[1], identity=False, priority=45)
     columns += [
@@ -178,7 +199,8 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
         Column("failure", "failure", "fail", 55, help="share of runs without a final submission, %"),
         Column("with_codes", "error codes", "codes", 35, help="share of runs with at least one error code, %"),
         Column("turns", "turns", "turns", 25),
-        Column("wall_time_s", "time", "time", 60, help="mean wall time per run"),
+        Column("wall_time_s", "time", "time", 60, help="mean wall time of the agent per run"),
+        *timing,
         Column("tokens", "tokens", "tok", 58, help="mean tokens per run (all kinds)"),
         Column("cost_usd", "cost USD", "$", 32, help="mean USD per run (unknown without a price)"),
         Column("medals", "medals" if level != "tasks" else "medal", "medal", 65, numeric=False, help=BAND_NOTE),
@@ -205,8 +227,8 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
         line += [_metric_cell(m, s, False) for s in STAGES]
         line += [_metric_cell(m, "completion", False), _metric_cell(m, "failure", False),
                  _metric_cell(m, "with_codes", False), _metric_cell(m, "turns", False)]
-        wall, tokens = m.get("wall_time_s"), m.get("tokens")
-        line.append(Cell(fmt_seconds(wall["mean"]) if wall else "-", sort=wall["mean"] if wall else None))
+        line += [_seconds_cell(m, "wall_time_s"), *(_seconds_cell(m, c.key) for c in timing)]
+        tokens = m.get("tokens")
         line.append(Cell(fmt_tokens(tokens["mean"]) if tokens else "-", sort=tokens["mean"] if tokens else None))
         line.append(_cost_cell(row))
         if gpu:
@@ -260,11 +282,14 @@ def automedbench_table(agg: dict) -> Table:
     models = [r for r in agg.get("models", []) if r.get("benchmark", "automedbench") == "automedbench" and r["runs"]]
     tracks = [r for r in agg.get("tracks", []) if r.get("benchmark", "automedbench") == "automedbench" and r["runs"]]
     track_names = sorted({r["track"] for r in tracks})
+    timing = _timing_columns(models)
     columns = [Column("model", "model", priority=100, identity=True, numeric=False),
                Column("tier", "tier", priority=97, identity=True, numeric=False)]
     columns += [Column(f"track:{t}", t, t[:4], 50, group="Overall per track") for t in track_names]
     columns += [Column("overall", "Overall", "ovr", 100), Column("agentic", "Agentic", "agt", 80),
-                Column("task", "Task", "task", 79), Column("wall_time_s", "time/run", "time", 60, help="average"),
+                Column("task", "Task", "task", 79),
+                Column("wall_time_s", "time/run", "time", 60, help="average wall time of the agent"),
+                *(replace(c, header=f"{c.header}/run") for c in timing),
                 Column("tokens", "tokens/run", "tok", 58, help="average"),
                 Column("cost_usd", "USD/run", "$", 32, help="average over the runs with a known price"),
                 Column("failure", "failure", "fail", 55, help="failure rate: runs without a final submission, %"),
@@ -278,8 +303,8 @@ def automedbench_table(agg: dict) -> Table:
             line.append(_metric_cell(tr["metrics"], "overall", False, bool(tr.get("not_comparable"))) if tr else Cell("-"))
         line.append(_metric_cell(m, "overall", rep, mark=bool(row.get("not_comparable"))))
         line += [_metric_cell(m, "agentic", rep), _metric_cell(m, "task", rep)]
-        wall, tokens = m.get("wall_time_s"), m.get("tokens")
-        line.append(Cell(fmt_seconds(wall["mean"]) if wall else "-", sort=wall["mean"] if wall else None))
+        line += [_seconds_cell(m, "wall_time_s"), *(_seconds_cell(m, c.key) for c in timing)]
+        tokens = m.get("tokens")
         line.append(Cell(fmt_tokens(tokens["mean"]) if tokens else "-", sort=tokens["mean"] if tokens else None))
         line += [_cost_cell(row), _metric_cell(m, "failure", False)]
         line += [Cell(str(row["medals"].get(x, 0)), sort=row["medals"].get(x, 0)) for x in MEDALS]
