@@ -372,3 +372,21 @@ def test_judge_and_scoring_seconds_per_run_beside_the_agents_time():
     assert [c.header for c in paper.columns][paper.column("wall_time_s"):][:3] == ["time/run", "judge/run", "scoring/run"]
     assert progress_line(runs[0]).endswith("2.0s (judge 3.0s, scoring 0.5s) 15 tokens")
 
+
+def test_a_groups_medal_counts_are_coloured_like_their_medals():
+    from pytest_automedbench.reporting.html import table_html
+    from pytest_automedbench.reporting.tables import level_table
+
+    def medal_cell(runs):
+        table = level_table(aggregate(runs), "models", benchmark=None)
+        return table.rows[0][table.column("medals")], table
+
+    two_b, table = medal_cell([run("t1", medal="B"), run("t2", medal="B")])
+    assert (two_b.text, two_b.cls) == ("2B", "medal medal-B")  # as a single run's B is
+    assert "<td class='txt medal medal-B' data-sort='-2000.0' title='A 0/B 2/C 0/F 0'>2B</td>" in table_html(table)
+    mixed, table = medal_cell([run("t1", medal="A"), run("t2", medal="A"), run("t3", medal="F")])
+    assert mixed.text == "2A 1F" and mixed.cls == ""  # each count in its own colour
+    assert ("<span class='medal medal-A'>2A</span> <span class='medal medal-F'>1F</span></td>"
+            in table_html(table))
+    bronzes, _ = medal_cell([rex_run("isles22", medal="bronze"), rex_run("dentex", medal="bronze")])
+    assert (bronzes.text, bronzes.cls) == ("2 bronze", "medal medal-bronze")

@@ -134,7 +134,9 @@ def table_html(t: Table, filterable: bool = True) -> str:
             sort = "" if cell.sort is None else f" data-sort='{_e(cell.sort)}'"
             cls = " ".join(x for x in ("num" if c.numeric else "txt", "wrap" if c.wrap else "", cell.cls) if x)
             title = f" title='{_e(cell.title)}'" if cell.title else ""
-            tds.append(f"<td class='{cls}'{sort}{title}>{_cell_html(cell.text)}</td>")
+            text = (" ".join(f"<span class='{_e(piece_cls)}'>{_e(piece)}</span>" for piece, piece_cls in cell.pieces)
+                    if cell.pieces else _cell_html(cell.text))
+            tds.append(f"<td class='{cls}'{sort}{title}>{text}</td>")
         return f"<tr{attrs}>{''.join(tds)}</tr>"
 
     n_body = len(t.rows) - t.footer

@@ -75,6 +75,7 @@ class Cell:
     sort: float | str | None = None  # the HTML sort key
     cls: str = ""  # HTML class (medal, heat)
     title: str = ""  # HTML tooltip
+    pieces: list[tuple[str, str]] | None = None  # HTML: the text as pieces, each with its own class
 
     def short(self) -> str:
         return self.text if self.plain is None else self.plain
@@ -124,20 +125,36 @@ def _metric_cell(m: dict, name: str, repeats: bool, mark: bool = False) -> Cell:
                                                     if metric["n"] > 1 else ""))
 
 
+def _medal_class(medal: str) -> str:
+    return f"medal medal-{medal.replace(' ', '-')}"
+
+
+def _counted_medals(counts: dict[str, int], order, sep: str, sort) -> Cell:
+    """A group's medal counts (`2B`, `2A 1C`, `2 gold`) coloured like their medals: one kind colours the
+    whole cell, as a single run's medal does; several kinds colour each count apart (HTML pieces)."""
+    shown = [(f"{counts[m]}{sep}{m}", m) for m in order if counts.get(m)]
+    if not shown:
+        return Cell("-", sort=sort)
+    text = " ".join(t for t, _ in shown)
+    title = "/".join(f"{m} {counts.get(m, 0)}" for m in order)
+    if len(shown) == 1:
+        return Cell(text, sort=sort, cls=_medal_class(shown[0][1]), title=title)
+    return Cell(text, sort=sort, title=title, pieces=[(t, _medal_class(m)) for t, m in shown])
+
+
 def _medal_counts(row: dict) -> Cell:
     if row.get("rexmle_medals"):
         counts = row["rexmle_medals"]
         if row["runs"] == 1:
             (medal,) = counts
-            return Cell(medal, sort=medal, cls=f"medal medal-{medal.replace(' ', '-')}")
-        return Cell(" ".join(f"{n} {m}" for m, n in counts.items()), sort=row["runs"])
+            return Cell(medal, sort=medal, cls=_medal_class(medal))
+        return _counted_medals(counts, list(counts), " ", sort=row["runs"])
     counts = row.get("medals") or {}
     if row["runs"] == 1:
         medal = next((m for m in MEDALS if counts.get(m)), None)
-        return Cell(medal or "-", sort=medal or "", cls=f"medal medal-{medal}" if medal else "")
-    text = " ".join(f"{counts[m]}{m}" for m in MEDALS if counts.get(m)) or "-"
-    return Cell(text, sort=-(counts.get("A", 0) * 1e6 + counts.get("B", 0) * 1e3 + counts.get("C", 0)),
-                title="/".join(f"{m} {counts.get(m, 0)}" for m in MEDALS))
+        return Cell(medal or "-", sort=medal or "", cls=_medal_class(medal) if medal else "")
+    return _counted_medals(counts, MEDALS, "",
+                           sort=-(counts.get("A", 0) * 1e6 + counts.get("B", 0) * 1e3 + counts.get("C", 0)))
 
 
 #: the harness's time after the agent's, per run (result.json `timings`): where a slow judge or metric shows
