@@ -166,3 +166,11 @@ def test_judge_and_scoring_seconds_in_the_html_tables(tmp_path):
         assert f">{header}</th>" in html and f">{header.replace('judge', 'scoring')}</th>" in html, table
         assert ">2.5s</td>" in html and ">0.8s</td>" in html, table  # judge, scoring: means per run
     assert run_view(runs[0], tmp_path / "runs")["result"]["timings"]["judge_s"] == 2.5  # the run viewer's line
+
+
+def test_the_error_codes_footer_says_what_it_leaves_out(report):
+    page = report[0].read_text()
+    rex = sum(1 for r in report[1] if r.get("rexmle") and not r.get("errored"))
+    scored = sum(1 for r in report[1] if not r.get("rexmle") and not r.get("errored"))
+    assert "AutoMedBench-scored runs; Overall of runs without codes" in page and f"of {scored} AutoMedBench" in page
+    assert f"{rex} ReX-MLE run(s) left out (graded on another scale" in page

@@ -390,3 +390,20 @@ def test_a_groups_medal_counts_are_coloured_like_their_medals():
             in table_html(table))
     bronzes, _ = medal_cell([rex_run("isles22", medal="bronze"), rex_run("dentex", medal="bronze")])
     assert (bronzes.text, bronzes.cls) == ("2 bronze", "medal medal-bronze")
+
+
+def test_the_error_analysis_compares_automedbench_runs_only():
+    from pytest_automedbench.reporting.error_tables import error_headline
+
+    runs = [run("t1", overall=80), run("t2", overall=40, codes=[code("RES-OOM")]),
+            rex_run("isles22", overall=10)]  # a ReX-MLE run without codes: another scale
+    analysis = error_analysis(runs)
+    whole = analysis["all"]
+    assert whole["runs"] == 2 and whole["rexmle_runs_left_out"] == 1
+    assert whole["mean_overall_without_codes"] == 80.0  # (80 + 10) / 2 with the ReX-MLE run mixed in
+    assert analysis["models"]["m"]["runs"] == 2
+    headline = error_headline(whole)
+    assert "of 2 AutoMedBench-scored runs; Overall of runs without codes 80.0, with any 40.0" in headline
+    assert "1 ReX-MLE run(s) left out (graded on another scale" in headline
+    text = render({"aggregate": aggregate(runs), "error_analysis": analysis}, width=250)
+    assert "Overall 40.0 with codes, 80.0 without" in text and "1 ReX-MLE run(s) left out" in text

@@ -21,6 +21,7 @@ from ..util import safefs
 from ..util.atomic_files import atomic_write
 from ..store.run_folders import viewer_files
 from . import charts, rexmle
+from .error_tables import error_headline
 from .markdown import report_tables
 from .tables import STAGES, Table, fmt_pct, fmt_seconds, fmt_tokens
 
@@ -207,7 +208,8 @@ def charts_html(doc: dict[str, Any]) -> str:
         fired = any(a["fired"] for a in per_model.values())
         figs.append(_figure("Error-family shares", charts.grouped_hbars(rows, labels) if fired
                             else "<p class='muted'>no error code fired in any run</p>",
-                            f"share of each model's fired codes per family ({runs_with})", wide=fired))
+                            f"share of each model's fired codes per family over its AutoMedBench runs ({runs_with})",
+                            wide=fired))
     return "<div class='figs'>" + "".join(figs) + "</div>"
 
 
@@ -361,7 +363,8 @@ def page(doc: dict[str, Any], runs_dir: Path, sessions_href: str | None = None) 
          + "".join(f"<h3>{_e(t.title)}</h3>{table_html(t)}" for t in boards)),
         ("charts", "Charts", charts_html(doc)),
         ("errors", "Error codes", "".join(f"<h3>{_e(x.title)}</h3>{table_html(x, filterable=False)}" for x in errs)
-         if analysis and analysis["runs"] else "<p class='muted'>no scored runs</p>"),
+         if analysis and analysis["runs"]
+         else f"<p class='muted'>{_e(error_headline(analysis) if analysis else 'no scored runs')}</p>"),
         ("legend", "Bands, medals and marks", legend_html()),
         ("runs", "Runs", RUNS_HTML),
     ]

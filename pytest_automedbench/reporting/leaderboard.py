@@ -139,8 +139,15 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def error_analysis(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The AutoMedBench paper's error analysis (errors.summarize) over all runs and per model."""
+    """The AutoMedBench paper's error analysis (errors.summarize) over all AutoMedBench runs and per model.
+
+    ReX-MLE runs are left out (counted in `all.rexmle_runs_left_out`): their challenges are graded on
+    another scale, and the Overall of runs with and without codes compares like with like only within
+    one benchmark."""
+    comparable_runs = [r for r in runs if benchmark_of(r) == "automedbench"]
+    left_out = sum(1 for r in runs if benchmark_of(r) != "automedbench" and not r.get("errored"))
     by_model: dict[str, list] = defaultdict(list)
-    for r in runs:
+    for r in comparable_runs:
         by_model[str(r.get("model"))].append(r)
-    return {"all": errors.summarize(runs), "models": {m: errors.summarize(rs) for m, rs in sorted(by_model.items())}}
+    return {"all": {**errors.summarize(comparable_runs), "rexmle_runs_left_out": left_out},
+            "models": {m: errors.summarize(rs) for m, rs in sorted(by_model.items())}}

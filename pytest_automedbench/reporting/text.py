@@ -146,7 +146,7 @@ def render(doc: dict, width: int | None = None) -> str:
     if doc.get("seeds"):  # MLE-bench's any-medal % over seeds (ReX-MLE, mlebench-medical)
         parts.append("\n".join(_wrap(x, width) for x in seed_lines(doc["seeds"])))
     analysis = doc.get("error_analysis")
-    if analysis and analysis["all"]["runs"]:
+    if analysis and (analysis["all"]["runs"] or analysis["all"].get("rexmle_runs_left_out")):
         title = ("Error codes (E1-E5: AutoMedBench's; VER, SUB, TSK: the paper's verification/recovery, submission "
                  "and task-understanding families; SBX: sandbox):")
         parts.append("\n".join([_wrap(title, width), *(_wrap(x, width) for x in error_share_lines(analysis))]))
