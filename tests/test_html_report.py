@@ -145,6 +145,7 @@ def test_band_legend_follows_the_scoring_code(report):
 
 
 # -- what the tables and charts show (issue 37: scoring time, long names, runs without a cost, medals, models) --
+LONG_ID = "claude-sonnet-4-5-20250929-with-a-very-long-deployment-suffix-for-a-private-endpoint"
 
 
 def _session(tmp_path, seed=11):
@@ -166,6 +167,36 @@ def test_judge_and_scoring_seconds_in_the_html_tables(tmp_path):
         assert f">{header}</th>" in html and f">{header.replace('judge', 'scoring')}</th>" in html, table
         assert ">2.5s</td>" in html and ">0.8s</td>" in html, table  # judge, scoring: means per run
     assert run_view(runs[0], tmp_path / "runs")["result"]["timings"]["judge_s"] == 2.5  # the run viewer's line
+
+
+def test_a_long_model_name_wraps_within_its_column_and_keeps_its_full_name(tmp_path):
+    from pytest_automedbench.reporting.html import _asset, cards_html, table_html
+    from pytest_automedbench.reporting.markdown import report_tables
+
+    runs = _session(tmp_path)
+    for r in runs:
+        if r["model"] == "openai:gpt-5":
+            r["provenance"]["model_id"] = LONG_ID
+    doc = results_document(runs, {})
+    board = next(table_html(t) for t in report_tables(doc) if t.id == "level-models")
+    shown = f"{LONG_ID} (openai:gpt-5)"  # the model called, with the name typed
+    cell = re.search(rf"<td class='txt name'[^>]* title='([^']*)'>{re.escape(shown)}</td>", board)
+    assert cell and LONG_ID in cell.group(1) and "--amb-model openai:gpt-5" in cell.group(1)
+    css = _asset("report.css")
+    rule = re.search(r"table\.board td\.name[^{]*\{([^}]*)\}", css).group(1)
+    assert "white-space:normal" in rule and "max-width:16em" in rule and "overflow-wrap:anywhere" in rule
+    assert f"<div class='who'>{shown} <span" in cards_html(doc)
+    if not chromium():
+        return
+    html = write_reports(doc, tmp_path / "out", tmp_path / "runs")["html"]
+    with Browser() as browser:
+        page = browser.open(html.as_uri(), width=800)
+        width, em, text = page.eval(f"""(() => {{
+            const td = [...document.querySelectorAll('#level-models tbody td')].find(t => t.textContent.includes(
+                {json.dumps(LONG_ID)}));
+            return [td.getBoundingClientRect().width, parseFloat(getComputedStyle(td).fontSize), td.textContent]; }})()""")
+        assert width <= 16 * em + 12 and text == shown  # wrapped (16em and its padding), not cut
+        assert page.eval("document.documentElement.scrollWidth") <= 800 and page.errors == []
 
 
 def test_the_error_codes_footer_says_what_it_leaves_out(report):

@@ -392,6 +392,26 @@ def test_a_groups_medal_counts_are_coloured_like_their_medals():
     assert (bronzes.text, bronzes.cls) == ("2 bronze", "medal medal-bronze")
 
 
+def test_the_model_called_is_shown_with_the_name_typed():
+    from pytest_automedbench.reporting.tables import shown_model
+
+    assert shown_model("claude", ["claude-sonnet-4-5-20250929"]) == "claude-sonnet-4-5-20250929 (claude)"
+    assert shown_model("openai:gpt-5", ["gpt-5"]) == "openai:gpt-5"  # the typed name says it already
+    assert shown_model("reference", []) == "reference"  # no LLM, no id
+    runs = [run("t1", model="claude", provenance={"model_id": "claude-sonnet-4-5-20250929"}),
+            run("t1", model="gpt", provenance={}, settings={"agent_model_id": "gpt-5.1"}),  # the conditions' id
+            run("t1", model="openai:gpt-5", provenance={"model_id": "gpt-5"}), run("t1", model="reference")]
+    agg = aggregate(runs)
+    assert [r["model_ids"] for r in agg["models"]] == [["claude-sonnet-4-5-20250929"], ["gpt-5.1"], ["gpt-5"], []]
+    text = render({"aggregate": agg}, width=250)
+    for shown in ("claude-sonnet-4-5-20250929 (claude)", "gpt-5.1 (gpt)", "openai:gpt-5 ", "reference "):
+        assert _model_row(text, shown)
+    assert "| claude-sonnet-4-5-20250929 (claude) | segmentation | t1 | lite |" in render_markdown({"aggregate": agg})
+    rex = [rex_run("isles22", model="claude", provenance={"model_id": "claude-sonnet-4-5-20250929"})]
+    assert "ReX-MLE Rank claude-sonnet-4-5-20250929 (claude): 50.00%" in render(
+        {"aggregate": aggregate(rex), "rexmle": rexmle.summary(rex)}, width=250)
+
+
 def test_the_error_analysis_compares_automedbench_runs_only():
     from pytest_automedbench.reporting.error_tables import error_headline
 

@@ -78,12 +78,14 @@ def error_headline(a: dict) -> str:
     return "; ".join(x for x in (text, left_out_text(a)) if x)
 
 
-def error_share_lines(analysis: dict) -> list[str]:
-    """One line per model: its runs with codes and each family's share of its fired codes."""
+def error_share_lines(analysis: dict, names: dict[str, str] | None = None) -> list[str]:
+    """One line per model: its runs with codes and each family's share of its fired codes (AutoMedBench
+    runs; a last line says what is left out). `names`: --amb-model value -> the name shown."""
     out = []
     for model, a in (analysis.get("models") or {}).items():
         if not a["runs"]:
             continue
+        model = (names or {}).get(model, model)
         if not a["fired"]:
             out.append(f"{model}: no error codes in {a['runs']} run(s)")
             continue

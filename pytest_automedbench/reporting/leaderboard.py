@@ -17,6 +17,7 @@ from typing import Any
 from ..scoring import failure_codes as errors
 from . import rexmle
 from .stats import summarize
+from .tables import model_id_of
 from ..record.result import STAGES
 
 #: metric name -> how to read it from a result (units as in result.json: overall 0-100, the rest 0-1)
@@ -104,6 +105,7 @@ def _row(key: dict[str, Any], runs: list[dict[str, Any]], by_task: bool) -> dict
         "error_codes": _shares(scored, "code"), "error_families": _shares(scored, "family"),
         # third-party agent programs run through the LLM gateway (result.json provenance.bridged)
         "bridged": sorted({str(p["bridged"]) for r in runs if (p := r.get("provenance") or {}).get("bridged")}),
+        "model_ids": sorted({i for r in runs if (i := model_id_of(r))}),
     }
     for r in scored:
         band = r.get("band_medal") if r.get("mlebench") else r.get("medal")  # an MLE-bench run's medal is Kaggle's

@@ -9,6 +9,7 @@ and never a zero-width one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..record.result import STAGES
 
@@ -268,13 +269,41 @@ def _filter(row: dict) -> dict[str, str]:
     return {k: str(row[k]) for k in ("model", "track", "tier", "benchmark") if row.get(k) is not None}
 
 
+def model_id_of(r: dict[str, Any]) -> str | None:
+    """The concrete model the run's agent called (`--amb-model claude` resolves to a dated id), where
+    the record keeps it: provenance.model_id, else the conditions' agent_model_id."""
+    model_id = (r.get("provenance") or {}).get("model_id") or (r.get("settings") or {}).get("agent_model_id")
+    return str(model_id) if model_id else None
+
+
+def shown_model(model: str, model_ids: list[str] | None) -> str:
+    """The model as the reports name it: the concrete model the agent called, with the --amb-model
+    value it came from where that does not already say it (`claude-sonnet-4-5-20250929 (claude)`;
+    `openai:gpt-5` with id `gpt-5` stays as typed). Without a recorded id: the value as typed."""
+    ids = list(model_ids or [])
+    if all(i == model or model.endswith(f":{i}") for i in ids):
+        return model
+    return f"{' / '.join(ids)} ({model})"
+
+
+def shown_names(agg: dict) -> dict[str, str]:
+    """--amb-model value -> the name the reports show for it (shown_model over every row of the aggregate)."""
+    ids: dict[str, set] = {}
+    for row in agg.get("models", []):
+        ids.setdefault(str(row["model"]), set()).update(row.get("model_ids") or [])
+    return {m: shown_model(m, sorted(i)) for m, i in ids.items()}
+
+
 def model_cell(row: dict) -> Cell:
-    """A leaderboard row's model, marked where its runs were a bridged agent program."""
-    name = str(row.get("model"))
+    """A leaderboard row's model (its resolved id, shown_model), marked where its runs were a bridged
+    agent program; the full name is the HTML tooltip, where a long one wraps."""
+    alias = str(row.get("model"))
+    name = shown_model(alias, row.get("model_ids"))
+    typed = f"--amb-model {alias}" + (f", resolved to {name.split(' (')[0]}" if name != alias else "")
     if not row.get("bridged"):
-        return Cell(name, sort=name)
-    return Cell(f"{name} {BRIDGED}", sort=name, title="a third-party agent program run through the LLM gateway: "
-                                                      + ", ".join(row["bridged"]))
+        return Cell(name, sort=name, title=typed)
+    return Cell(f"{name} {BRIDGED}", sort=name, title=f"{typed}; a third-party agent program run through the LLM "
+                                                       "gateway: " + ", ".join(row["bridged"]))
 
 
 def _level_notes(rows: list[dict]) -> list[str]:
