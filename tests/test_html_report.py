@@ -44,7 +44,7 @@ def test_one_static_file(report):
 
 def test_unknown_cost_is_shown_as_unknown_not_zero(report):
     page = report[0].read_text()
-    assert ">unknown</text>" in page  # the scatter's lane for runs without a price
+    assert ">no cost</tspan><tspan" in page and ">recorded</tspan></text>" in page  # the scatter's lane
     assert "unknown shown as 0" not in page
 
 
@@ -197,6 +197,32 @@ def test_a_long_model_name_wraps_within_its_column_and_keeps_its_full_name(tmp_p
             return [td.getBoundingClientRect().width, parseFloat(getComputedStyle(td).fontSize), td.textContent]; }})()""")
         assert width <= 16 * em + 12 and text == shown  # wrapped (16em and its padding), not cut
         assert page.eval("document.documentElement.scrollWidth") <= 800 and page.errors == []
+
+
+def test_runs_without_a_cost_sit_apart_from_the_cost_axis(tmp_path):
+    from pytest_automedbench.reporting.html import charts_html
+
+    runs = _session(tmp_path)
+    no_llm = [r for r in runs if r["model"] == "command:./my-agent"]
+    for r in no_llm:  # what the reference, null and script agents record: 0 USD, no tokens
+        r.update(cost_usd=0.0, tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
+    unpriced = next(r for r in runs if r["model"] == "openai:gpt-5" and not r.get("errored"))
+    unpriced["cost_usd"] = None
+    free_local = next(r for r in runs if r["model"].startswith("claude"))
+    free_local["cost_usd"] = 0.0  # a model priced at 0 that spent tokens: a recorded cost, on the axis
+    svg = charts_html(results_document(runs, {})).split("Overall against cost", 1)[1].split("</svg>", 1)[0]
+    lane = float(re.search(r"<rect class='lane' x='([\d.]+)'", svg).group(1))
+    points = {m.group(2).split(":")[0]: (float(m.group(1)), m.group(2))
+              for m in re.finditer(r"<circle cx='([\d.]+)'[^>]*><title>([^<]*)</title>", svg)}
+    assert len(points) == sum(1 for r in runs if not r.get("errored"))
+    for r in no_llm:
+        x, tip = points[r["run_id"]]
+        assert x > lane and "no cost recorded: no LLM called" in tip  # not at x = 0, read as free
+    x, tip = points[unpriced["run_id"]]
+    assert x > lane and "cost unknown (no price" in tip
+    off_lane = {rid for rid, (x, _) in points.items() if x > lane}
+    assert off_lane == {r["run_id"] for r in [*no_llm, unpriced]}  # free_local and every priced run on the axis
+    assert points[free_local["run_id"]][0] < lane and f"{len(off_lane)} run(s): no cost recorded" in svg
 
 
 def test_the_error_codes_footer_says_what_it_leaves_out(report):

@@ -171,6 +171,24 @@ def _model_label(row: dict) -> str:
     return f"{name} ({row['tier']})" if row.get("tier") else name
 
 
+NO_COST = "no cost recorded"
+
+
+def recorded_cost(r: dict[str, Any]) -> float | None:
+    """The run's USD on the cost axis; None where no cost was recorded: no price known (cost None), or an
+    agent without an LLM (the reference, null and script agents record 0 with no tokens). A priced
+    model's 0 (a local server priced at 0) is a recorded cost."""
+    cost = r.get("cost_usd")
+    if cost is None or (not cost and not sum((r.get("tokens") or {}).values())):
+        return None
+    return float(cost)
+
+
+def _why_no_cost(r: dict[str, Any]) -> str:
+    return "no cost recorded: " + ("cost unknown (no price, or an agent program's own LLM)" if r.get("cost_usd") is None
+                                   else "no LLM called (0 tokens)")
+
+
 def charts_html(doc: dict[str, Any]) -> str:
     agg, runs = doc["aggregate"], [r for r in doc["runs"] if not r.get("errored")]
     models = [m for m in agg.get("models", []) if m.get("benchmark", "automedbench") == "automedbench" and m["runs"]]
@@ -182,15 +200,19 @@ def charts_html(doc: dict[str, Any]) -> str:
                             "mean across tasks, % (AutoMedBench runs)"))
     names, shown = sorted({str(r.get("model")) for r in runs}), shown_names(doc["aggregate"])
     if runs:
-        def points(x_of):
+        labels = [shown.get(n, n) for n in names]
+
+        def points(x_of, why_none):
             return [(x_of(r), float(r.get("overall") or 0.0), names.index(str(r.get("model"))),
-                     f"{r.get('run_id')}: overall {r.get('overall')}, {x_of(r) if x_of(r) is not None else 'unknown'}")
-                    for r in runs]
-        figs.append(_figure("Overall against cost", charts.scatter(points(lambda r: r.get("cost_usd")), names,
-                                                                   "cost per run (USD)", x_format="{:g}"),
-                            "one point per run; runs without a known price sit in the 'unknown' lane"))
+                     f"{r.get('run_id')}: overall {r.get('overall')}, "
+                     + (f"{x_of(r)}" if x_of(r) is not None else why_none(r))) for r in runs]
+        figs.append(_figure("Overall against cost", charts.scatter(
+            points(recorded_cost, _why_no_cost), labels, "cost per run (USD)", x_format="{:g}", lane_label=NO_COST),
+            f"one point per run; a run without a recorded cost (no price known, or no LLM called) sits in the "
+            f"'{NO_COST}' lane, off the cost axis: at 0 it would read as free"))
         figs.append(_figure("Overall against wall time", charts.scatter(
-            points(lambda r: r.get("wall_time_s")), names, "wall time per run (s)"), "one point per run"))
+            points(lambda r: r.get("wall_time_s"), lambda r: "unknown"), labels, "wall time per run (s)"),
+            "one point per run"))
     rex = doc.get("rexmle")
     if rex:
         blocks = []
