@@ -131,7 +131,7 @@ def test_reports_mark_bridged_runs(tmp_path):
     for r in runs:
         if r["model"] == "command:./my-agent":
             r["model"] = "aide:claude-sonnet-4-6"
-            r.setdefault("provenance", {})["bridged"] = "aide"
+            r.setdefault("provenance", {}).update(bridged="aide", model_id="claude-sonnet-4-6")  # its route's model
     paths = write_reports(results_document(runs, {}), tmp_path / "out", tmp_path / "runs")
     md = paths["markdown"].read_text() if "markdown" in paths else (tmp_path / "out" / "leaderboard.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("|")]

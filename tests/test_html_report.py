@@ -44,7 +44,7 @@ def test_one_static_file(report):
 
 def test_unknown_cost_is_shown_as_unknown_not_zero(report):
     page = report[0].read_text()
-    assert ">unknown</text>" in page  # the scatter's lane for runs without a price
+    assert ">no cost</tspan><tspan" in page and ">recorded</tspan></text>" in page  # the scatter's lane
     assert "unknown shown as 0" not in page
 
 
@@ -142,3 +142,92 @@ def test_band_legend_follows_the_scoring_code(report):
     assert "|synthesis||>= 0.98||>= 0.95||(none)||below B; invalid" in legend  # no C tier: below Okay is F
     assert "under 50% of the cases" in legend and "psnr_db >= baseline - 3" in legend
     assert legend_html() in report[0].read_text()
+
+
+# -- what the tables and charts show (issue 37: scoring time, long names, runs without a cost, medals, models) --
+LONG_ID = "claude-sonnet-4-5-20250929-with-a-very-long-deployment-suffix-for-a-private-endpoint"
+
+
+def _session(tmp_path, seed=11):
+    """A small session (one run per task) whose runs recorded where their time went."""
+    runs = make_session(tmp_path / "runs", seed=seed, repeats=1)
+    for r in runs:
+        r["timings"] = {"agent_s": r["wall_time_s"], "judge_s": 2.5, "scoring_s": 0.75}
+    return runs
+
+
+def test_judge_and_scoring_seconds_in_the_html_tables(tmp_path):
+    from pytest_automedbench.reporting.html import run_view, table_html
+    from pytest_automedbench.reporting.markdown import report_tables
+
+    runs = _session(tmp_path)
+    tables = {t.id: table_html(t) for t in report_tables(results_document(runs, {}))}
+    for table, header in (("level-models", "judge"), ("level-tasks", "judge"), ("paper-automedbench", "judge/run")):
+        html = tables[table]
+        assert f">{header}</th>" in html and f">{header.replace('judge', 'scoring')}</th>" in html, table
+        assert ">2.5s</td>" in html and ">0.8s</td>" in html, table  # judge, scoring: means per run
+    assert run_view(runs[0], tmp_path / "runs")["result"]["timings"]["judge_s"] == 2.5  # the run viewer's line
+
+
+def test_a_long_model_name_wraps_within_its_column_and_keeps_its_full_name(tmp_path):
+    from pytest_automedbench.reporting.html import _asset, cards_html, table_html
+    from pytest_automedbench.reporting.markdown import report_tables
+
+    runs = _session(tmp_path)
+    for r in runs:
+        if r["model"] == "openai:gpt-5":
+            r["provenance"]["model_id"] = LONG_ID
+    doc = results_document(runs, {})
+    board = next(table_html(t) for t in report_tables(doc) if t.id == "level-models")
+    shown = f"{LONG_ID} (openai:gpt-5)"  # the model called, with the name typed
+    cell = re.search(rf"<td class='txt name'[^>]* title='([^']*)'>{re.escape(shown)}</td>", board)
+    assert cell and LONG_ID in cell.group(1) and "--amb-model openai:gpt-5" in cell.group(1)
+    css = _asset("report.css")
+    rule = re.search(r"table\.board td\.name[^{]*\{([^}]*)\}", css).group(1)
+    assert "white-space:normal" in rule and "max-width:16em" in rule and "overflow-wrap:anywhere" in rule
+    assert f"<div class='who'>{shown} <span" in cards_html(doc)
+    if not chromium():
+        return
+    html = write_reports(doc, tmp_path / "out", tmp_path / "runs")["html"]
+    with Browser() as browser:
+        page = browser.open(html.as_uri(), width=800)
+        width, em, text = page.eval(f"""(() => {{
+            const td = [...document.querySelectorAll('#level-models tbody td')].find(t => t.textContent.includes(
+                {json.dumps(LONG_ID)}));
+            return [td.getBoundingClientRect().width, parseFloat(getComputedStyle(td).fontSize), td.textContent]; }})()""")
+        assert width <= 16 * em + 12 and text == shown  # wrapped (16em and its padding), not cut
+        assert page.eval("document.documentElement.scrollWidth") <= 800 and page.errors == []
+
+
+def test_runs_without_a_cost_sit_apart_from_the_cost_axis(tmp_path):
+    from pytest_automedbench.reporting.html import charts_html
+
+    runs = _session(tmp_path)
+    no_llm = [r for r in runs if r["model"] == "command:./my-agent"]
+    for r in no_llm:  # what the reference, null and script agents record: 0 USD, no tokens
+        r.update(cost_usd=0.0, tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
+    unpriced = next(r for r in runs if r["model"] == "openai:gpt-5" and not r.get("errored"))
+    unpriced["cost_usd"] = None
+    free_local = next(r for r in runs if r["model"].startswith("claude"))
+    free_local["cost_usd"] = 0.0  # a model priced at 0 that spent tokens: a recorded cost, on the axis
+    svg = charts_html(results_document(runs, {})).split("Overall against cost", 1)[1].split("</svg>", 1)[0]
+    lane = float(re.search(r"<rect class='lane' x='([\d.]+)'", svg).group(1))
+    points = {m.group(2).split(":")[0]: (float(m.group(1)), m.group(2))
+              for m in re.finditer(r"<circle cx='([\d.]+)'[^>]*><title>([^<]*)</title>", svg)}
+    assert len(points) == sum(1 for r in runs if not r.get("errored"))
+    for r in no_llm:
+        x, tip = points[r["run_id"]]
+        assert x > lane and "no cost recorded: no LLM called" in tip  # not at x = 0, read as free
+    x, tip = points[unpriced["run_id"]]
+    assert x > lane and "cost unknown (no price" in tip
+    off_lane = {rid for rid, (x, _) in points.items() if x > lane}
+    assert off_lane == {r["run_id"] for r in [*no_llm, unpriced]}  # free_local and every priced run on the axis
+    assert points[free_local["run_id"]][0] < lane and f"{len(off_lane)} run(s): no cost recorded" in svg
+
+
+def test_the_error_codes_footer_says_what_it_leaves_out(report):
+    page = report[0].read_text()
+    rex = sum(1 for r in report[1] if r.get("rexmle") and not r.get("errored"))
+    scored = sum(1 for r in report[1] if not r.get("rexmle") and not r.get("errored"))
+    assert "AutoMedBench-scored runs; Overall of runs without codes" in page and f"of {scored} AutoMedBench" in page
+    assert f"{rex} ReX-MLE run(s) left out (graded on another scale" in page

@@ -1,5 +1,7 @@
 """Aggregation, intervals, the gate's syntax and its significance test, error codes, ReX-MLE and the
 terminal tables, on made-up runs (fast)."""
+import re
+
 import pytest
 
 from pytest_automedbench.scoring import failure_codes as errors
@@ -345,3 +347,83 @@ def test_any_medal_mean_and_sem_over_seeds():
     text = md(doc)
     assert "Any-medal % over seeds" in text and "50.0% ± 28.9" in text and "2 (< 3)" in text
     assert any("asks for >= 3 seeds" in x for x in seeds.lines([kaggle]))
+
+
+# -- what the tables show: the harness's time, medal counts, the model called, the error analysis's scope ----
+def _model_row(text: str, model: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(model))
+
+
+def test_judge_and_scoring_seconds_per_run_beside_the_agents_time():
+    from pytest_automedbench.reporting.controller import progress_line
+    from pytest_automedbench.reporting.tables import automedbench_table
+
+    runs = [run("t1", timings={"agent_s": 2.0, "judge_s": 3.0, "scoring_s": 0.5}),
+            run("t2", timings={"agent_s": 2.0, "judge_s": 5.0, "scoring_s": 1.5}),
+            run("t1", model="old")]  # written before result.json had timings
+    agg = aggregate(runs)
+    assert next(r for r in agg["models"] if r["model"] == "m")["metrics"]["judge_s"]["mean"] == 4.0
+    text = render({"aggregate": agg}, width=250).split("\n\n")[0]
+    assert re.search(r" time +judge +scoring +tokens ", text.splitlines()[1])
+    assert re.search(r" 2\.0s +4\.0s +1\.0s +15 ", _model_row(text, "m "))  # agent, judge, scoring: means per run
+    assert re.search(r" 2\.0s +- +- +15 ", _model_row(text, "old"))
+    assert "| time | judge | scoring | tokens |" in render_markdown({"aggregate": agg})
+    paper = automedbench_table(agg)
+    assert [c.header for c in paper.columns][paper.column("wall_time_s"):][:3] == ["time/run", "judge/run", "scoring/run"]
+    assert progress_line(runs[0]).endswith("2.0s (judge 3.0s, scoring 0.5s) 15 tokens")
+
+
+def test_a_groups_medal_counts_are_coloured_like_their_medals():
+    from pytest_automedbench.reporting.html import table_html
+    from pytest_automedbench.reporting.tables import level_table
+
+    def medal_cell(runs):
+        table = level_table(aggregate(runs), "models", benchmark=None)
+        return table.rows[0][table.column("medals")], table
+
+    two_b, table = medal_cell([run("t1", medal="B"), run("t2", medal="B")])
+    assert (two_b.text, two_b.cls) == ("2B", "medal medal-B")  # as a single run's B is
+    assert "<td class='txt medal medal-B' data-sort='-2000.0' title='A 0/B 2/C 0/F 0'>2B</td>" in table_html(table)
+    mixed, table = medal_cell([run("t1", medal="A"), run("t2", medal="A"), run("t3", medal="F")])
+    assert mixed.text == "2A 1F" and mixed.cls == ""  # each count in its own colour
+    assert ("<span class='medal medal-A'>2A</span> <span class='medal medal-F'>1F</span></td>"
+            in table_html(table))
+    bronzes, _ = medal_cell([rex_run("isles22", medal="bronze"), rex_run("dentex", medal="bronze")])
+    assert (bronzes.text, bronzes.cls) == ("2 bronze", "medal medal-bronze")
+
+
+def test_the_model_called_is_shown_with_the_name_typed():
+    from pytest_automedbench.reporting.tables import shown_model
+
+    assert shown_model("claude", ["claude-sonnet-4-5-20250929"]) == "claude-sonnet-4-5-20250929 (claude)"
+    assert shown_model("openai:gpt-5", ["gpt-5"]) == "openai:gpt-5"  # the typed name says it already
+    assert shown_model("reference", []) == "reference"  # no LLM, no id
+    runs = [run("t1", model="claude", provenance={"model_id": "claude-sonnet-4-5-20250929"}),
+            run("t1", model="gpt", provenance={}, settings={"agent_model_id": "gpt-5.1"}),  # the conditions' id
+            run("t1", model="openai:gpt-5", provenance={"model_id": "gpt-5"}), run("t1", model="reference")]
+    agg = aggregate(runs)
+    assert [r["model_ids"] for r in agg["models"]] == [["claude-sonnet-4-5-20250929"], ["gpt-5.1"], ["gpt-5"], []]
+    text = render({"aggregate": agg}, width=250)
+    for shown in ("claude-sonnet-4-5-20250929 (claude)", "gpt-5.1 (gpt)", "openai:gpt-5 ", "reference "):
+        assert _model_row(text, shown)
+    assert "| claude-sonnet-4-5-20250929 (claude) | segmentation | t1 | lite |" in render_markdown({"aggregate": agg})
+    rex = [rex_run("isles22", model="claude", provenance={"model_id": "claude-sonnet-4-5-20250929"})]
+    assert "ReX-MLE Rank claude-sonnet-4-5-20250929 (claude): 50.00%" in render(
+        {"aggregate": aggregate(rex), "rexmle": rexmle.summary(rex)}, width=250)
+
+
+def test_the_error_analysis_compares_automedbench_runs_only():
+    from pytest_automedbench.reporting.error_tables import error_headline
+
+    runs = [run("t1", overall=80), run("t2", overall=40, codes=[code("RES-OOM")]),
+            rex_run("isles22", overall=10)]  # a ReX-MLE run without codes: another scale
+    analysis = error_analysis(runs)
+    whole = analysis["all"]
+    assert whole["runs"] == 2 and whole["rexmle_runs_left_out"] == 1
+    assert whole["mean_overall_without_codes"] == 80.0  # (80 + 10) / 2 with the ReX-MLE run mixed in
+    assert analysis["models"]["m"]["runs"] == 2
+    headline = error_headline(whole)
+    assert "of 2 AutoMedBench-scored runs; Overall of runs without codes 80.0, with any 40.0" in headline
+    assert "1 ReX-MLE run(s) left out (graded on another scale" in headline
+    text = render({"aggregate": aggregate(runs), "error_analysis": analysis}, width=250)
+    assert "Overall 40.0 with codes, 80.0 without" in text and "1 ReX-MLE run(s) left out" in text

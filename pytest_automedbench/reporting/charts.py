@@ -80,12 +80,14 @@ def _ticks(hi: float) -> list[float]:
 
 
 def scatter(points: Sequence[tuple[float | None, float, int, str]], series: Sequence[str], x_label: str,
-            y_label: str = "Overall (0-100)", y_max: float = 100.0, x_format: str = "{:g}") -> str:
-    """Points (x, y, series index, tooltip); x None goes into an "unknown" lane right of the axis."""
+            y_label: str = "Overall (0-100)", y_max: float = 100.0, x_format: str = "{:g}",
+            lane_label: str = "unknown") -> str:
+    """Points (x, y, series index, tooltip); x None goes into a lane right of the axis, named
+    `lane_label` (up to two words a line), off the x axis: a value not known is never drawn at 0."""
     w, h, left, bottom, top = 640, 260, 44, 40, 12
     unknown = [p for p in points if p[0] is None]
     known = [p for p in points if p[0] is not None]
-    lane = 70 if unknown else 0
+    lane = 84 if unknown else 0
     plot_w, plot_h = w - left - 22 - lane, h - bottom - top  # room for the last tick's label
     ticks = _ticks(max((p[0] for p in known), default=0.0))
     x_hi = ticks[-1] or 1.0
@@ -105,9 +107,15 @@ def scatter(points: Sequence[tuple[float | None, float, int, str]], series: Sequ
                  f"text-anchor='middle'>{_e(y_label)}</text>")
     if unknown:
         lx = left + plot_w + 12
-        parts.append(f"<rect class='lane' x='{lx}' y='{top}' width='{lane - 4}' height='{plot_h}'/>"
-                     f"<text class='tick' x='{lx + (lane - 4) / 2:.1f}' y='{top + plot_h + 13}' "
-                     f"text-anchor='middle'>unknown</text>")
+        words = lane_label.split()
+        lines = [" ".join(words[i:i + 2]) for i in range(0, len(words), 2)]
+        cx = lx + (lane - 4) / 2
+        label = "".join(f"<tspan x='{cx:.1f}' dy='{0 if k == 0 else 11}'>{_e(line)}</tspan>"
+                        for k, line in enumerate(lines))
+        parts.append(f"<rect class='lane' x='{lx}' y='{top}' width='{lane - 4}' height='{plot_h}'>"
+                     f"<title>{len(unknown)} run(s): {_e(lane_label)}</title></rect>"
+                     f"<text class='tick lane-label' x='{cx:.1f}' y='{top + plot_h + 13}' "
+                     f"text-anchor='middle'>{label}</text>")
     for i, (x, y, si, tip) in enumerate(points):
         cy = top + plot_h - plot_h * max(0.0, min(float(y), y_max)) / y_max
         if x is None:

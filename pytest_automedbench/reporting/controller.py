@@ -240,9 +240,17 @@ def progress_line(r: dict[str, Any], reused: bool = False) -> str:
             f"agentic {pct(r.get('agentic'))} task {pct(r.get('task_score'))} "
             f"S1-S5 {'/'.join(pct(st.get(s)) for s in STAGES)} "
             f"compl {pct(r.get('completion_rate'))} {medal} {r.get('failure_mode') or 'ok'} {r.get('turns')} turns "
-            f"{fmt_seconds(r.get('wall_time_s'))} {fmt_tokens(tokens)} tokens"
+            f"{fmt_seconds(r.get('wall_time_s'))}{_after_agent(r)} {fmt_tokens(tokens)} tokens"
             + ("" if r.get("comparable") is not False else " (not comparable)")
             + (" (reused)" if reused else ""))
+
+
+def _after_agent(r: dict[str, Any]) -> str:
+    """` (judge 0.4s, scoring 0.1s)`: the harness's time after the agent's (result.json timings), if recorded."""
+    timings = r.get("timings") or {}
+    parts = [f"{name} {fmt_seconds(timings[key])}" for name, key in (("judge", "judge_s"), ("scoring", "scoring_s"))
+             if timings.get(key) is not None]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 ITEM_NAME = re.compile(r"::(?P<track>[^/:]+)/(?P<task>[^\[/:]+)\[(?P<tier>[a-z]+)(?:-r(?P<repeat>\d+))?\]$")

@@ -56,25 +56,36 @@ def error_code_table(analysis: dict) -> Table:
     return Table("Error codes", columns, body, id="error-codes")
 
 
+def left_out_text(a: dict) -> str:
+    """What the analysis leaves out and why (leaderboard.error_analysis): "" when nothing is."""
+    n = a.get("rexmle_runs_left_out") or 0
+    return (f"{n} ReX-MLE run(s) left out (graded on another scale, against human leaderboards: their Overall "
+            "does not compare with AutoMedBench runs)") if n else ""
+
+
 def error_headline(a: dict) -> str:
-    """The paper's sentence: how much lower runs with codes score than runs without."""
+    """The paper's sentence: how much lower runs with codes score than runs without (over the
+    AutoMedBench-scored runs; what is left out is said)."""
     if not a.get("runs"):
-        return "no scored runs"
-    text = (f"{a['fired']} code(s) fired in {a['runs_with_codes']} of {a['runs']} runs; Overall of runs without "
-            f"codes {_overall_text(a['mean_overall_without_codes'])}, with any {_overall_text(a['mean_overall_with_codes'])}")
+        return "; ".join(x for x in ("no AutoMedBench-scored runs", left_out_text(a)) if x)
+    text = (f"{a['fired']} code(s) fired in {a['runs_with_codes']} of {a['runs']} AutoMedBench-scored runs; Overall of "
+            f"runs without codes {_overall_text(a['mean_overall_without_codes'])}, with any "
+            f"{_overall_text(a['mean_overall_with_codes'])}")
     if a.get("mean_overall_one_code") is not None:
         text += f", with exactly one {_overall_text(a['mean_overall_one_code'])}"
         if a.get("relative_drop_one_code") is not None:
             text += f" ({_drop_text(a['relative_drop_one_code'])}; the AutoMedBench paper: -48%)"
-    return text
+    return "; ".join(x for x in (text, left_out_text(a)) if x)
 
 
-def error_share_lines(analysis: dict) -> list[str]:
-    """One line per model: its runs with codes and each family's share of its fired codes."""
+def error_share_lines(analysis: dict, names: dict[str, str] | None = None) -> list[str]:
+    """One line per model: its runs with codes and each family's share of its fired codes (AutoMedBench
+    runs; a last line says what is left out). `names`: --amb-model value -> the name shown."""
     out = []
     for model, a in (analysis.get("models") or {}).items():
         if not a["runs"]:
             continue
+        model = (names or {}).get(model, model)
         if not a["fired"]:
             out.append(f"{model}: no error codes in {a['runs']} run(s)")
             continue
@@ -84,4 +95,5 @@ def error_share_lines(analysis: dict) -> list[str]:
         out.append(f"{model}: {a['fired']} code(s) in {a['runs_with_codes']} of {a['runs']} runs; share of fired codes: "
                    f"{shares}; codes: {codes}; Overall {_overall_text(a['mean_overall_with_codes'])} with codes, "
                    f"{_overall_text(a['mean_overall_without_codes'])} without ({_drop_text(a['relative_drop'])})")
-    return out
+    left_out = left_out_text(analysis.get("all") or {})
+    return out + ([left_out] if left_out else [])

@@ -21,12 +21,14 @@ from ..util import safefs
 from ..util.atomic_files import atomic_write
 from ..store.run_folders import viewer_files
 from . import charts, rexmle
+from .error_tables import error_headline
 from .markdown import report_tables
-from .tables import STAGES, Table, fmt_pct, fmt_seconds, fmt_tokens
+from .tables import STAGES, Column, Table, fmt_pct, fmt_seconds, fmt_tokens, shown_model, shown_names
 
 MAX_TEXT = 20000  # characters kept of any one message or stream in the viewer
 PLAN_MD_BYTES = 4 * MAX_TEXT  # bytes of plan.md read (at most MAX_TEXT characters are shown)
 PLAN_PNG_BYTES = 4 << 20  # a bigger plan.png is not embedded
+NAME_WRAP_CHARS = 14  # a name column with a longer value wraps (about the 7em report.css keeps it at least)
 
 
 def _cut(text: Any) -> Any:
@@ -65,7 +67,7 @@ VIEW_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall",
              "completion_rate", "format_valid", "stages", "medal", "failure_mode", "turns", "wall_time_s", "tokens",
              "cost_usd", "violations", "error_codes", "task_metrics", "stage_evidence", "started_at", "ended_by",
              "submitted", "api_calls", "judge", "comparable", "not_comparable", "errored", "error", "rexmle",
-             "gpu", "settings", "mlebench", "band_medal")
+             "gpu", "settings", "mlebench", "band_medal", "timings")
 
 
 def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
@@ -103,6 +105,11 @@ def _cell_html(text: str) -> str:
     return _e(text)
 
 
+def _th_class(c: Column) -> str:
+    """A header's class; a long text header (a model's name over its ReX-MLE column) wraps as names do."""
+    return "num" if c.numeric else "txt name" if len(c.header) > NAME_WRAP_CHARS else "txt"
+
+
 def table_html(t: Table, filterable: bool = True) -> str:
     groups = [c.group for c in t.columns]
     has_groups = any(groups)
@@ -110,7 +117,7 @@ def table_html(t: Table, filterable: bool = True) -> str:
     i = 0
     while i < len(t.columns):
         c = t.columns[i]
-        th = (f"<th data-col='{i}' class='{'num' if c.numeric else 'txt'}' title='{_e(c.help)}' tabindex='0' "
+        th = (f"<th data-col='{i}' class='{_th_class(c)}' title='{_e(c.help)}' tabindex='0' "
               f"aria-sort='none'>{_e(c.header)}</th>")
         if not c.group:
             head1.append(th.replace("<th ", "<th rowspan='2' ", 1) if has_groups else th)
@@ -122,19 +129,26 @@ def table_html(t: Table, filterable: bool = True) -> str:
         head1.append(f"<th colspan='{span}' class='group'>{_e(c.group)}</th>")
         for j in range(i, i + span):
             cj = t.columns[j]
-            head2.append(f"<th data-col='{j}' class='{'num' if cj.numeric else 'txt'}' title='{_e(cj.help)}' "
+            head2.append(f"<th data-col='{j}' class='{_th_class(cj)}' title='{_e(cj.help)}' "
                          f"tabindex='0' aria-sort='none'>{_e(cj.header)}</th>")
         i += span
     thead = f"<tr>{''.join(head1)}</tr>" + (f"<tr>{''.join(head2)}</tr>" if head2 else "")
 
+    # a long name (model, task) wraps within its column (report.css td.name: 7em to 16em wide)
+    names = {i for i, c in enumerate(t.columns) if c.identity and not c.numeric
+             and any(len(row[i].text) > NAME_WRAP_CHARS for row in t.rows)}
+
     def tr(row, k):
         attrs = "".join(f" data-{_e(a)}='{_e(v)}'" for a, v in (t.filters[k] if k < len(t.filters) else {}).items())
         tds = []
-        for c, cell in zip(t.columns, row):
+        for i, (c, cell) in enumerate(zip(t.columns, row)):
             sort = "" if cell.sort is None else f" data-sort='{_e(cell.sort)}'"
-            cls = " ".join(x for x in ("num" if c.numeric else "txt", "wrap" if c.wrap else "", cell.cls) if x)
+            cls = " ".join(x for x in ("num" if c.numeric else "txt", "wrap" if c.wrap else "",
+                                       "name" if i in names else "", cell.cls) if x)
             title = f" title='{_e(cell.title)}'" if cell.title else ""
-            tds.append(f"<td class='{cls}'{sort}{title}>{_cell_html(cell.text)}</td>")
+            text = (" ".join(f"<span class='{_e(piece_cls)}'>{_e(piece)}</span>" for piece, piece_cls in cell.pieces)
+                    if cell.pieces else _cell_html(cell.text))
+            tds.append(f"<td class='{cls}'{sort}{title}>{text}</td>")
         return f"<tr{attrs}>{''.join(tds)}</tr>"
 
     n_body = len(t.rows) - t.footer
@@ -153,7 +167,26 @@ def _figure(title: str, body: str, caption: str = "", wide: bool = False) -> str
 
 
 def _model_label(row: dict) -> str:
-    return f"{row['model']} ({row['tier']})" if row.get("tier") else str(row["model"])
+    name = shown_model(str(row["model"]), row.get("model_ids"))
+    return f"{name} ({row['tier']})" if row.get("tier") else name
+
+
+NO_COST = "no cost recorded"
+
+
+def recorded_cost(r: dict[str, Any]) -> float | None:
+    """The run's USD on the cost axis; None where no cost was recorded: no price known (cost None), or an
+    agent without an LLM (the reference, null and script agents record 0 with no tokens). A priced
+    model's 0 (a local server priced at 0) is a recorded cost."""
+    cost = r.get("cost_usd")
+    if cost is None or (not cost and not sum((r.get("tokens") or {}).values())):
+        return None
+    return float(cost)
+
+
+def _why_no_cost(r: dict[str, Any]) -> str:
+    return "no cost recorded: " + ("cost unknown (no price, or an agent program's own LLM)" if r.get("cost_usd") is None
+                                   else "no LLM called (0 tokens)")
 
 
 def charts_html(doc: dict[str, Any]) -> str:
@@ -165,17 +198,21 @@ def charts_html(doc: dict[str, Any]) -> str:
                   for m in models]
         figs.append(_figure("Stage scores per model", charts.grouped_bars(STAGES, series),
                             "mean across tasks, % (AutoMedBench runs)"))
-    names = sorted({str(r.get("model")) for r in runs})
+    names, shown = sorted({str(r.get("model")) for r in runs}), shown_names(doc["aggregate"])
     if runs:
-        def points(x_of):
+        labels = [shown.get(n, n) for n in names]
+
+        def points(x_of, why_none):
             return [(x_of(r), float(r.get("overall") or 0.0), names.index(str(r.get("model"))),
-                     f"{r.get('run_id')}: overall {r.get('overall')}, {x_of(r) if x_of(r) is not None else 'unknown'}")
-                    for r in runs]
-        figs.append(_figure("Overall against cost", charts.scatter(points(lambda r: r.get("cost_usd")), names,
-                                                                   "cost per run (USD)", x_format="{:g}"),
-                            "one point per run; runs without a known price sit in the 'unknown' lane"))
+                     f"{r.get('run_id')}: overall {r.get('overall')}, "
+                     + (f"{x_of(r)}" if x_of(r) is not None else why_none(r))) for r in runs]
+        figs.append(_figure("Overall against cost", charts.scatter(
+            points(recorded_cost, _why_no_cost), labels, "cost per run (USD)", x_format="{:g}", lane_label=NO_COST),
+            f"one point per run; a run without a recorded cost (no price known, or no LLM called) sits in the "
+            f"'{NO_COST}' lane, off the cost axis: at 0 it would read as free"))
         figs.append(_figure("Overall against wall time", charts.scatter(
-            points(lambda r: r.get("wall_time_s")), names, "wall time per run (s)"), "one point per run"))
+            points(lambda r: r.get("wall_time_s"), lambda r: "unknown"), labels, "wall time per run (s)"),
+            "one point per run"))
     rex = doc.get("rexmle")
     if rex:
         blocks = []
@@ -191,28 +228,30 @@ def charts_html(doc: dict[str, Any]) -> str:
                              "medal-FAIL" if pct is None else f"medal-{medal.split('x')[0].replace(' ', '-')}",
                              "FAIL (counts 0)" if pct is None else f"{fmt_pct(pct, 0)} {medal}"))
             rank = fmt_pct(m["rank"], 1) if m["rank"] is not None else "-"
-            blocks.append(f"<div class='subchart'><h4>{_e(m['model'])} <small>ReX-MLE Rank {rank}</small></h4>"
+            name = shown.get(m["model"], m["model"])
+            blocks.append(f"<div class='subchart'><h4>{_e(name)} <small>ReX-MLE Rank {rank}</small></h4>"
                           f"{charts.hbars(rows)}</div>")
         figs.append(_figure("ReX-MLE percentile per challenge", "".join(blocks),
                             "percentile among the human entries; colour = ReX-MLE medal"))
     per_model = {m: a for m, a in ((doc.get("error_analysis") or {}).get("models") or {}).items() if a["runs"]}
     if per_model:
-        labels = list(per_model)
+        labels = [shown.get(m, m) for m in per_model]
         series = [[(a["families"].get(f) or {}).get("share", 0.0) for f in errors.FAMILIES] for a in per_model.values()]
         rows = [(errors.family_of(f).display, [s[k] for s in series]) for k, f in enumerate(errors.FAMILIES)]
-        runs_with = "; ".join(f"{m}: {a['fired']} code(s) in {a['runs_with_codes']} of {a['runs']} runs"
+        runs_with = "; ".join(f"{shown.get(m, m)}: {a['fired']} code(s) in {a['runs_with_codes']} of {a['runs']} runs"
                               for m, a in per_model.items())
         fired = any(a["fired"] for a in per_model.values())
         figs.append(_figure("Error-family shares", charts.grouped_hbars(rows, labels) if fired
                             else "<p class='muted'>no error code fired in any run</p>",
-                            f"share of each model's fired codes per family ({runs_with})", wide=fired))
+                            f"share of each model's fired codes per family over its AutoMedBench runs ({runs_with})",
+                            wide=fired))
     return "<div class='figs'>" + "".join(figs) + "</div>"
 
 
 # -- summary cards and legend ------------------------------------------------------------------
 def cards_html(doc: dict[str, Any]) -> str:
     """One card per model: AutoMedBench's Overall with its parts, and the ReX-MLE Rank."""
-    cards = []
+    cards, shown = [], shown_names(doc["aggregate"])
     for m in doc["aggregate"].get("models", []):
         if m.get("benchmark", "automedbench") != "automedbench" or not m["runs"]:
             continue
@@ -228,14 +267,16 @@ def cards_html(doc: dict[str, Any]) -> str:
         ]
         if m.get("errored"):
             lines.append(f"<span class='bad'>{m['errored']} errored run(s), not scored</span>")
-        cards.append(f"<div class='card stat'><div class='who'>{_e(m['model'])} <span class='tier'>{_e(m['tier'])}"
+        name = shown_model(str(m["model"]), m.get("model_ids"))
+        cards.append(f"<div class='card stat'><div class='who'>{_e(name)} <span class='tier'>{_e(m['tier'])}"
                      f"</span></div><div class='big'>{x['overall']['mean']:.1f}"
                      f"{'*' if m.get('not_comparable') else ''}</div><div class='muted'>Overall, mean of {m['tasks']} "
                      f"task(s)</div>" + "".join(f"<div class='kv'>{line}</div>" for line in lines) + "</div>")
     for m in (doc.get("rexmle") or {}).get("models", []):
         rank = fmt_pct(m["rank"], 1) if m["rank"] is not None else "-"
         medals = ", ".join(f"{n} {k}" for k, n in m["medals"].items() if n) or "none"
-        cards.append(f"<div class='card stat rex'><div class='who'>{_e(m['model'])} <span class='tier'>ReX-MLE</span></div>"
+        name = shown.get(m["model"], m["model"])
+        cards.append(f"<div class='card stat rex'><div class='who'>{_e(name)} <span class='tier'>ReX-MLE</span></div>"
                      f"<div class='big'>{rank}</div><div class='muted'>ReX-MLE Rank over {m['n_challenges']} "
                      f"challenge(s)</div><div class='kv'>medals: {_e(medals)}</div></div>")
     return "<div class='cards'>" + "".join(cards) + "</div>"
@@ -298,11 +339,12 @@ def legend_html() -> str:
 def _filter_options(doc: dict[str, Any]) -> str:
     runs = doc["runs"]
 
-    def select(name, values):
-        opts = "".join(f"<option value='{_e(v)}'>{_e(v)}</option>" for v in sorted(values))
+    def select(name, values, shown=None):
+        opts = "".join(f"<option value='{_e(v)}'>{_e((shown or {}).get(v, v))}</option>" for v in sorted(values))
         return f"<label>{name} <select data-filter='{name}'><option value=''>all</option>{opts}</select></label>"
 
-    return (select("model", {str(r.get("model")) for r in runs}) + select("track", {str(r.get("track")) for r in runs})
+    return (select("model", {str(r.get("model")) for r in runs}, shown_names(doc["aggregate"]))
+            + select("track", {str(r.get("track")) for r in runs})
             + select("tier", {str(r.get("tier")) for r in runs})
             + "<label>search <input type='search' data-filter='text' placeholder='task, model, …'></label>")
 
@@ -359,7 +401,8 @@ def page(doc: dict[str, Any], runs_dir: Path, sessions_href: str | None = None) 
          + "".join(f"<h3>{_e(t.title)}</h3>{table_html(t)}" for t in boards)),
         ("charts", "Charts", charts_html(doc)),
         ("errors", "Error codes", "".join(f"<h3>{_e(x.title)}</h3>{table_html(x, filterable=False)}" for x in errs)
-         if analysis and analysis["runs"] else "<p class='muted'>no scored runs</p>"),
+         if analysis and analysis["runs"]
+         else f"<p class='muted'>{_e(error_headline(analysis) if analysis else 'no scored runs')}</p>"),
         ("legend", "Bands, medals and marks", legend_html()),
         ("runs", "Runs", RUNS_HTML),
     ]

@@ -17,6 +17,7 @@ from typing import Any
 from ..scoring import failure_codes as errors
 from . import rexmle
 from .stats import summarize
+from .tables import model_id_of
 from ..record.result import STAGES
 
 #: metric name -> how to read it from a result (units as in result.json: overall 0-100, the rest 0-1)
@@ -29,6 +30,9 @@ METRICS = {
     "failure": lambda r: 0.0 if _submitted(r) else 1.0,
     "turns": lambda r: r.get("turns"),
     "wall_time_s": lambda r: r.get("wall_time_s"),
+    # the harness's own time after the agent (result.json `timings`; None in runs written before it)
+    "judge_s": lambda r: (r.get("timings") or {}).get("judge_s"),
+    "scoring_s": lambda r: (r.get("timings") or {}).get("scoring_s"),
     "tokens": lambda r: sum((r.get("tokens") or {}).values()) if r.get("tokens") is not None else None,
     "cost_usd": lambda r: r.get("cost_usd"),
     "with_codes": lambda r: 1.0 if errors.fired_codes(r) else 0.0,
@@ -101,6 +105,7 @@ def _row(key: dict[str, Any], runs: list[dict[str, Any]], by_task: bool) -> dict
         "error_codes": _shares(scored, "code"), "error_families": _shares(scored, "family"),
         # third-party agent programs run through the LLM gateway (result.json provenance.bridged)
         "bridged": sorted({str(p["bridged"]) for r in runs if (p := r.get("provenance") or {}).get("bridged")}),
+        "model_ids": sorted({i for r in runs if (i := model_id_of(r))}),
     }
     for r in scored:
         band = r.get("band_medal") if r.get("mlebench") else r.get("medal")  # an MLE-bench run's medal is Kaggle's
@@ -136,8 +141,15 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def error_analysis(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The AutoMedBench paper's error analysis (errors.summarize) over all runs and per model."""
+    """The AutoMedBench paper's error analysis (errors.summarize) over all AutoMedBench runs and per model.
+
+    ReX-MLE runs are left out (counted in `all.rexmle_runs_left_out`): their challenges are graded on
+    another scale, and the Overall of runs with and without codes compares like with like only within
+    one benchmark."""
+    comparable_runs = [r for r in runs if benchmark_of(r) == "automedbench"]
+    left_out = sum(1 for r in runs if benchmark_of(r) != "automedbench" and not r.get("errored"))
     by_model: dict[str, list] = defaultdict(list)
-    for r in runs:
+    for r in comparable_runs:
         by_model[str(r.get("model"))].append(r)
-    return {"all": errors.summarize(runs), "models": {m: errors.summarize(rs) for m, rs in sorted(by_model.items())}}
+    return {"all": {**errors.summarize(comparable_runs), "rexmle_runs_left_out": left_out},
+            "models": {m: errors.summarize(rs) for m, rs in sorted(by_model.items())}}

@@ -63,6 +63,7 @@ function show(i) {
     el('span', {}, `${r.turns} turns · ${secs(r.wall_time_s)} · ${tokens === null ? '-' : tokens} tokens · ` +
                    (r.cost_usd === null || r.cost_usd === undefined ? 'cost unknown' : '$' + r.cost_usd.toFixed(4))),
     el('span', {}, 'judge ' + (judge.kind || '-') + (judge.model ? ' ' + judge.model : '')),
+    r.timings ? el('span', {}, `time: agent ${secs(r.timings.agent_s)} · judge ${secs(r.timings.judge_s)} · scoring ${secs(r.timings.scoring_s)}`) : null,
     r.gpu ? el('span', {}, `GPU ${r.gpu.card}: peak ${r.gpu.peak_memory_gb} GB (${r.gpu.peak_memory_pct}%), mean ${r.gpu.mean_memory_gb} GB · ` +
                            `util ${r.gpu.mean_utilization_pct === null ? '?' : r.gpu.mean_utilization_pct + '%'} · idle ${r.gpu.idle_s} s` +
                            (r.gpu.gpu_shared ? ' · shared card' : '')) : null,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .tables import Cell, Column, Table, fmt_pct
+from .tables import Cell, Column, Table, fmt_pct, model_id_of, shown_model
 
 #: challenge id -> (the paper's name, the paper's task group), in the order of the paper's Table 3
 PAPER_NAMES: dict[str, tuple[str, str]] = {
@@ -154,6 +154,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
             "model": model, "rank": round(benchmark_rank(scored, counted), 6) if counted else None,
             "n_challenges": len(counted), "not_run": [c for c in counted if c not in cells],
             "excluded_errored": excluded, "medals": medals, "challenges": cells,
+            "model_ids": sorted({i for r in mine if (i := model_id_of(r))}),
         })
     return {
         "challenges": [{"challenge": c, "name": paper_name(c), "group": PAPER_NAMES.get(c, (c, "other"))[1]}
@@ -163,6 +164,11 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 # -- tables ----------------------------------------------------------------------------------------
+def _shown(model: dict) -> str:
+    """A summary model's name as the reports show it (its resolved id with the --amb-model value)."""
+    return shown_model(str(model["model"]), model.get("model_ids"))
+
+
 def _pct_cell(cell: dict | None) -> Cell:
     if cell is None:
         return Cell("not run", sort=-1.0, cls="muted", title="counts 0 in the Rank")
@@ -184,7 +190,7 @@ def rexmle_table(summary: dict) -> Table:
     models = summary["models"]
     columns = [Column("challenge", "challenge", priority=100, identity=True, numeric=False),
                Column("group", "task type", priority=20, numeric=False)]
-    columns += [Column(f"model:{m['model']}", m["model"], priority=90, numeric=False) for m in models]
+    columns += [Column(f"model:{m['model']}", _shown(m), priority=90, numeric=False) for m in models]
     body = []
     for ch in summary["challenges"]:
         name = ch["name"] if ch["name"] == ch["challenge"] else f"{ch['name']} ({ch['challenge']})"
@@ -203,7 +209,7 @@ def rexmle_table(summary: dict) -> Table:
              "Rank: mean percentile over the challenges, a failed or missing run counting 0"]
     if any(c.get("synthetic_leaderboard") for m in models for c in m["challenges"].values()):
         notes.append("a demo challenge ranks against a synthetic leaderboard, not published human entries")
-    errored = [f"{m['model']}: {', '.join(m['excluded_errored'])}" for m in models if m["excluded_errored"]]
+    errored = [f"{_shown(m)}: {', '.join(m['excluded_errored'])}" for m in models if m["excluded_errored"]]
     if errored:
         notes.append("left out of the Rank (every run errored): " + "; ".join(errored))
     return Table("ReX-MLE: percentile and medal per challenge, and the ReX-MLE Rank", columns, body, notes,
@@ -227,7 +233,7 @@ def rexmle_runs_table(summary: dict) -> Table:
             metric = "-" if cell.get("value") is None else f"{cell['metric']} {cell['value']:.3g}"
             pct = "errored" if not cell["runs"] else "FAIL" if cell["percentile"] is None else fmt_pct(cell["percentile"])
             pos = "-" if cell.get("mean_position") is None else f"{cell['mean_position']:.2f}/{cell.get('n_humans')}"
-            body.append([Cell(m["model"]), Cell(name), Cell(str(cell["runs"])), Cell(metric), Cell(pct),
+            body.append([Cell(_shown(m)), Cell(name), Cell(str(cell["runs"])), Cell(metric), Cell(pct),
                          Cell(cell_medal(cell) if cell["runs"] else "-"), Cell(pos)])
     return Table("ReX-MLE (percentile among the human leaderboard's entries)", columns, body, id="rexmle-runs")
 
@@ -236,11 +242,11 @@ def rexmle_rank_lines(summary: dict) -> list[str]:
     out = []
     for m in summary["models"]:
         if m["rank"] is None:
-            out.append(f"ReX-MLE Rank {m['model']}: - (every run errored)")
+            out.append(f"ReX-MLE Rank {_shown(m)}: - (every run errored)")
             continue
         extra = f"; not run (0): {', '.join(m['not_run'])}" if m["not_run"] else ""
         extra += f"; left out (errored): {', '.join(m['excluded_errored'])}" if m["excluded_errored"] else ""
         medals = ", ".join(f"{n} {k}" for k, n in m["medals"].items() if n)
-        out.append(f"ReX-MLE Rank {m['model']}: {fmt_pct(m['rank'], 2)} (mean percentile over {m['n_challenges']} "
+        out.append(f"ReX-MLE Rank {_shown(m)}: {fmt_pct(m['rank'], 2)} (mean percentile over {m['n_challenges']} "
                    f"challenge(s), failures 0; medals: {medals or 'none'}{extra})")
     return out

@@ -9,6 +9,7 @@ and never a zero-width one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..record.result import STAGES
 
@@ -75,6 +76,7 @@ class Cell:
     sort: float | str | None = None  # the HTML sort key
     cls: str = ""  # HTML class (medal, heat)
     title: str = ""  # HTML tooltip
+    pieces: list[tuple[str, str]] | None = None  # HTML: the text as pieces, each with its own class
 
     def short(self) -> str:
         return self.text if self.plain is None else self.plain
@@ -124,20 +126,56 @@ def _metric_cell(m: dict, name: str, repeats: bool, mark: bool = False) -> Cell:
                                                     if metric["n"] > 1 else ""))
 
 
+def _medal_class(medal: str) -> str:
+    return f"medal medal-{medal.replace(' ', '-')}"
+
+
+def _counted_medals(counts: dict[str, int], order, sep: str, sort) -> Cell:
+    """A group's medal counts (`2B`, `2A 1C`, `2 gold`) coloured like their medals: one kind colours the
+    whole cell, as a single run's medal does; several kinds colour each count apart (HTML pieces)."""
+    shown = [(f"{counts[m]}{sep}{m}", m) for m in order if counts.get(m)]
+    if not shown:
+        return Cell("-", sort=sort)
+    text = " ".join(t for t, _ in shown)
+    title = "/".join(f"{m} {counts.get(m, 0)}" for m in order)
+    if len(shown) == 1:
+        return Cell(text, sort=sort, cls=_medal_class(shown[0][1]), title=title)
+    return Cell(text, sort=sort, title=title, pieces=[(t, _medal_class(m)) for t, m in shown])
+
+
 def _medal_counts(row: dict) -> Cell:
     if row.get("rexmle_medals"):
         counts = row["rexmle_medals"]
         if row["runs"] == 1:
             (medal,) = counts
-            return Cell(medal, sort=medal, cls=f"medal medal-{medal.replace(' ', '-')}")
-        return Cell(" ".join(f"{n} {m}" for m, n in counts.items()), sort=row["runs"])
+            return Cell(medal, sort=medal, cls=_medal_class(medal))
+        return _counted_medals(counts, list(counts), " ", sort=row["runs"])
     counts = row.get("medals") or {}
     if row["runs"] == 1:
         medal = next((m for m in MEDALS if counts.get(m)), None)
-        return Cell(medal or "-", sort=medal or "", cls=f"medal medal-{medal}" if medal else "")
-    text = " ".join(f"{counts[m]}{m}" for m in MEDALS if counts.get(m)) or "-"
-    return Cell(text, sort=-(counts.get("A", 0) * 1e6 + counts.get("B", 0) * 1e3 + counts.get("C", 0)),
-                title="/".join(f"{m} {counts.get(m, 0)}" for m in MEDALS))
+        return Cell(medal or "-", sort=medal or "", cls=_medal_class(medal) if medal else "")
+    return _counted_medals(counts, MEDALS, "",
+                           sort=-(counts.get("A", 0) * 1e6 + counts.get("B", 0) * 1e3 + counts.get("C", 0)))
+
+
+#: the harness's time after the agent's, per run (result.json `timings`): where a slow judge or metric shows
+#: (the columns appear where some run recorded it, so sessions written before `timings` look as they did)
+TIMING_COLUMNS = (
+    Column("judge_s", "judge", "jdg", 34, help="mean seconds of the judge per run (its replays included)"),
+    Column("scoring_s", "scoring", "scr", 33,
+           help="mean seconds of the scoring per run (the track metric and its guard)"),
+)
+
+
+def _timing_columns(rows: list[dict]) -> tuple[Column, ...]:
+    return TIMING_COLUMNS if any(r["metrics"].get(c.key) for r in rows for c in TIMING_COLUMNS) else ()
+
+
+def _seconds_cell(m: dict, name: str) -> Cell:
+    metric = m.get(name)
+    if not metric:
+        return Cell("-", sort=None, title="no run recorded it")
+    return Cell(fmt_seconds(metric["mean"]), sort=metric["mean"], title=f"mean over {metric['n']} run(s)")
 
 
 def _cost_cell(row: dict) -> Cell:
@@ -166,6 +204,7 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
     keys = LEVEL_KEYS[level]
     rows = [r for r in agg.get(level, []) if benchmark is None or r.get("benchmark", "automedbench") == benchmark]
     columns = [Column(k, _IDENTITY[k][0], priority=_IDENTITY[k][1], identity=True, numeric=False) for k in keys]
+    timing = _timing_columns(rows)
     if level == "tasks":  # the task id says the track: its column may go on a narrow terminal
         columns[1] = replace(columns[1], identity=False, priority=45)
     columns += [
@@ -178,7 +217,8 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
         Column("failure", "failure", "fail", 55, help="share of runs without a final submission, %"),
         Column("with_codes", "error codes", "codes", 35, help="share of runs with at least one error code, %"),
         Column("turns", "turns", "turns", 25),
-        Column("wall_time_s", "time", "time", 60, help="mean wall time per run"),
+        Column("wall_time_s", "time", "time", 60, help="mean wall time of the agent per run"),
+        *timing,
         Column("tokens", "tokens", "tok", 58, help="mean tokens per run (all kinds)"),
         Column("cost_usd", "cost USD", "$", 32, help="mean USD per run (unknown without a price)"),
         Column("medals", "medals" if level != "tasks" else "medal", "medal", 65, numeric=False, help=BAND_NOTE),
@@ -205,8 +245,8 @@ def level_table(agg: dict, level: str, benchmark: str | None = "automedbench") -
         line += [_metric_cell(m, s, False) for s in STAGES]
         line += [_metric_cell(m, "completion", False), _metric_cell(m, "failure", False),
                  _metric_cell(m, "with_codes", False), _metric_cell(m, "turns", False)]
-        wall, tokens = m.get("wall_time_s"), m.get("tokens")
-        line.append(Cell(fmt_seconds(wall["mean"]) if wall else "-", sort=wall["mean"] if wall else None))
+        line += [_seconds_cell(m, "wall_time_s"), *(_seconds_cell(m, c.key) for c in timing)]
+        tokens = m.get("tokens")
         line.append(Cell(fmt_tokens(tokens["mean"]) if tokens else "-", sort=tokens["mean"] if tokens else None))
         line.append(_cost_cell(row))
         if gpu:
@@ -229,13 +269,41 @@ def _filter(row: dict) -> dict[str, str]:
     return {k: str(row[k]) for k in ("model", "track", "tier", "benchmark") if row.get(k) is not None}
 
 
+def model_id_of(r: dict[str, Any]) -> str | None:
+    """The concrete model the run's agent called (`--amb-model claude` resolves to a dated id), where
+    the record keeps it: provenance.model_id, else the conditions' agent_model_id."""
+    model_id = (r.get("provenance") or {}).get("model_id") or (r.get("settings") or {}).get("agent_model_id")
+    return str(model_id) if model_id else None
+
+
+def shown_model(model: str, model_ids: list[str] | None) -> str:
+    """The model as the reports name it: the concrete model the agent called, with the --amb-model
+    value it came from where that does not already say it (`claude-sonnet-4-5-20250929 (claude)`;
+    `openai:gpt-5` with id `gpt-5` stays as typed). Without a recorded id: the value as typed."""
+    ids = list(model_ids or [])
+    if all(i == model or model.endswith(f":{i}") for i in ids):
+        return model
+    return f"{' / '.join(ids)} ({model})"
+
+
+def shown_names(agg: dict) -> dict[str, str]:
+    """--amb-model value -> the name the reports show for it (shown_model over every row of the aggregate)."""
+    ids: dict[str, set] = {}
+    for row in agg.get("models", []):
+        ids.setdefault(str(row["model"]), set()).update(row.get("model_ids") or [])
+    return {m: shown_model(m, sorted(i)) for m, i in ids.items()}
+
+
 def model_cell(row: dict) -> Cell:
-    """A leaderboard row's model, marked where its runs were a bridged agent program."""
-    name = str(row.get("model"))
+    """A leaderboard row's model (its resolved id, shown_model), marked where its runs were a bridged
+    agent program; the full name is the HTML tooltip, where a long one wraps."""
+    alias = str(row.get("model"))
+    name = shown_model(alias, row.get("model_ids"))
+    typed = f"--amb-model {alias}" + (f", resolved to {name.split(' (')[0]}" if name != alias else "")
     if not row.get("bridged"):
-        return Cell(name, sort=name)
-    return Cell(f"{name} {BRIDGED}", sort=name, title="a third-party agent program run through the LLM gateway: "
-                                                      + ", ".join(row["bridged"]))
+        return Cell(name, sort=name, title=typed)
+    return Cell(f"{name} {BRIDGED}", sort=name, title=f"{typed}; a third-party agent program run through the LLM "
+                                                       "gateway: " + ", ".join(row["bridged"]))
 
 
 def _level_notes(rows: list[dict]) -> list[str]:
@@ -260,11 +328,14 @@ def automedbench_table(agg: dict) -> Table:
     models = [r for r in agg.get("models", []) if r.get("benchmark", "automedbench") == "automedbench" and r["runs"]]
     tracks = [r for r in agg.get("tracks", []) if r.get("benchmark", "automedbench") == "automedbench" and r["runs"]]
     track_names = sorted({r["track"] for r in tracks})
+    timing = _timing_columns(models)
     columns = [Column("model", "model", priority=100, identity=True, numeric=False),
                Column("tier", "tier", priority=97, identity=True, numeric=False)]
     columns += [Column(f"track:{t}", t, t[:4], 50, group="Overall per track") for t in track_names]
     columns += [Column("overall", "Overall", "ovr", 100), Column("agentic", "Agentic", "agt", 80),
-                Column("task", "Task", "task", 79), Column("wall_time_s", "time/run", "time", 60, help="average"),
+                Column("task", "Task", "task", 79),
+                Column("wall_time_s", "time/run", "time", 60, help="average wall time of the agent"),
+                *(replace(c, header=f"{c.header}/run") for c in timing),
                 Column("tokens", "tokens/run", "tok", 58, help="average"),
                 Column("cost_usd", "USD/run", "$", 32, help="average over the runs with a known price"),
                 Column("failure", "failure", "fail", 55, help="failure rate: runs without a final submission, %"),
@@ -278,8 +349,8 @@ def automedbench_table(agg: dict) -> Table:
             line.append(_metric_cell(tr["metrics"], "overall", False, bool(tr.get("not_comparable"))) if tr else Cell("-"))
         line.append(_metric_cell(m, "overall", rep, mark=bool(row.get("not_comparable"))))
         line += [_metric_cell(m, "agentic", rep), _metric_cell(m, "task", rep)]
-        wall, tokens = m.get("wall_time_s"), m.get("tokens")
-        line.append(Cell(fmt_seconds(wall["mean"]) if wall else "-", sort=wall["mean"] if wall else None))
+        line += [_seconds_cell(m, "wall_time_s"), *(_seconds_cell(m, c.key) for c in timing)]
+        tokens = m.get("tokens")
         line.append(Cell(fmt_tokens(tokens["mean"]) if tokens else "-", sort=tokens["mean"] if tokens else None))
         line += [_cost_cell(row), _metric_cell(m, "failure", False)]
         line += [Cell(str(row["medals"].get(x, 0)), sort=row["medals"].get(x, 0)) for x in MEDALS]

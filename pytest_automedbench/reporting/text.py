@@ -15,7 +15,7 @@ from typing import Sequence
 from .error_tables import error_share_lines
 from .rexmle import rexmle_rank_lines, rexmle_runs_table
 from .seeds import lines as seed_lines
-from .tables import BAND_NOTE, Cell, Column, Table, level_table, text_table
+from .tables import BAND_NOTE, Cell, Column, Table, level_table, shown_names, text_table
 
 
 def _fold_stages(table: Table) -> Table:
@@ -146,10 +146,11 @@ def render(doc: dict, width: int | None = None) -> str:
     if doc.get("seeds"):  # MLE-bench's any-medal % over seeds (ReX-MLE, mlebench-medical)
         parts.append("\n".join(_wrap(x, width) for x in seed_lines(doc["seeds"])))
     analysis = doc.get("error_analysis")
-    if analysis and analysis["all"]["runs"]:
+    if analysis and (analysis["all"]["runs"] or analysis["all"].get("rexmle_runs_left_out")):
         title = ("Error codes (E1-E5: AutoMedBench's; VER, SUB, TSK: the paper's verification/recovery, submission "
                  "and task-understanding families; SBX: sandbox):")
-        parts.append("\n".join([_wrap(title, width), *(_wrap(x, width) for x in error_share_lines(analysis))]))
+        lines = error_share_lines(analysis, shown_names(agg))
+        parts.append("\n".join([_wrap(title, width), *(_wrap(x, width) for x in lines)]))
     errored = sum(r.get("errored", 0) for r in agg.get("tasks", []))
     foot = ["scores in %, overall 0-100; [95% CI] only where a task has repeats; failure = share of runs without a "
             "submission; " + BAND_NOTE + "; every column: leaderboard.md"]
