@@ -1,9 +1,13 @@
 """The judge's replay copies against hostile workspaces: sparse files, trees deeper or wider than a
-walk's limits, the scratch space of many copies at once. What is measured is what is copied."""
+walk's limits, the scratch space of many copies at once, in one process and across a session's
+processes (real child processes sharing one ledger). What is measured is what is copied."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +140,115 @@ def test_the_replay_copy_functions_use_the_bounded_copy(tmp_path, monkeypatch):
     (small / "f").write_text("x")
     with pytest.raises(CopyRefused, match="scratch"):
         bounded_copy.copy_tree(small, tmp_path / "c2", max_bytes=1 << 20, budget=bounded_copy.SCRATCH)
+
+
+def test_the_one_size_check_is_the_copys_own(tmp_path):
+    """The replays' pre-check (checks.copy_refusal) and the copy refuse a workspace with the same reason."""
+    from pytest_automedbench.judge.replays import checks as replay
+
+    src = tmp_path / "ws"
+    src.mkdir()
+    for i in range(3):
+        sparse(src / f"s{i}.bin", 1 << 30, b"x")
+    with pytest.raises(CopyRefused) as refused:
+        replay.copy_workspace(src, tmp_path / "copy")
+    assert replay.copy_refusal(src) == str(refused.value)
+    assert str(refused.value).startswith("the workspace is 3072.0 MiB") and "sparse files included" in str(refused.value)
+    for i in range(3):
+        (src / f"s{i}.bin").unlink()
+    assert replay.copy_refusal(src) is None
+
+
+# -- one budget for the session's processes -------------------------------------------------------------
+HOLDER = """
+import os, sys, time
+from pathlib import Path
+from pytest_automedbench.util import bounded_copy
+runs, src, dst, go, mode = sys.argv[1:6]
+with bounded_copy.sharing(runs):
+    if mode == "die":  # holds, then ends without removing its copy or giving its bytes back
+        bounded_copy.copy_tree(src, dst, max_bytes=8 << 20)
+        print("held", flush=True)
+        os._exit(0)
+    with bounded_copy.scratch("amb-test-holder-") as tmp:
+        bounded_copy.copy_tree(src, tmp / "workspace", max_bytes=8 << 20)
+        print("held", flush=True)
+        deadline = time.monotonic() + 300
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.05)
+print("released", flush=True)
+"""
+
+
+def _holder(tmp_path: Path, src: Path, mode: str, dst: Path | None = None):
+    """Another process of the session (its runs dir tmp_path / "runs") holding a copy of `src`."""
+    env = {**os.environ, "AMB_REPLAY_SCRATCH_MB": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "runs"), str(src), str(dst or tmp_path / "x"),
+                             str(tmp_path / "go"), mode], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _ledger(runs: Path) -> list[dict]:
+    found = list(runs.glob(".amb-replay-scratch-*.json"))
+    return json.loads(found[0].read_text())["holds"] if found else []
+
+
+@pytest.fixture
+def session(tmp_path, monkeypatch):
+    """A session's runs dir and a 600 KiB tree to copy, under a 1 MiB budget: one copy fits, two do not."""
+    monkeypatch.setenv("AMB_REPLAY_SCRATCH_MB", "1")
+    (tmp_path / "runs").mkdir()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(os.urandom(600 << 10))
+    return tmp_path / "runs", src
+
+
+def test_the_sessions_processes_share_one_scratch_budget(tmp_path, session):
+    runs, src = session
+    other = _holder(tmp_path, src, "hold")
+    try:
+        assert [h["pid"] for h in _ledger(runs)] == [other.pid]
+        with bounded_copy.sharing(runs):
+            with pytest.raises(CopyRefused, match=r"scratch space is spent: 0\.6 MiB of its 1\.0 MiB in use by this "
+                                                  r"session's copies on this host, this copy needs 0\.6 MiB"):
+                copy_tree(src, tmp_path / "mine", max_bytes=8 << 20)
+            assert not (tmp_path / "mine").exists()
+            (tmp_path / "go").touch()  # the other process removes its copy and gives its bytes back
+            assert other.stdout.readline().strip() == "released"
+            assert other.wait(timeout=120) == 0
+            assert _ledger(runs) == []
+            copy_tree(src, tmp_path / "mine", max_bytes=8 << 20)
+            assert [h["pid"] for h in _ledger(runs)] == [os.getpid()]
+        safefs.remove_tree(tmp_path / "mine")
+        bounded_copy.session_budget(runs).settle()
+        assert not list(runs.iterdir())  # nothing held: the ledger is gone, the runs dir as it was
+    finally:
+        other.kill()
+        other.wait(timeout=120)
+
+
+def test_a_dead_processs_reservation_is_reclaimed(tmp_path, session):
+    runs, src = session
+    dead = _holder(tmp_path, src, "die", dst=tmp_path / "left")
+    assert dead.wait(timeout=120) == 0
+    assert (tmp_path / "left" / "f").is_file() and [h["pid"] for h in _ledger(runs)] == [dead.pid]
+    with bounded_copy.sharing(runs):
+        copy_tree(src, tmp_path / "mine", max_bytes=8 << 20)  # the dead process's 0.6 MiB no longer count
+    assert [h["pid"] for h in _ledger(runs)] == [os.getpid()]
+
+
+def test_outside_a_session_the_budget_is_the_processs_own(tmp_path, session, monkeypatch):
+    """A plain call (no session's runs dir: `sharing(None)`) counts against this process's budget; no ledger."""
+    _, src = session
+    monkeypatch.setattr(bounded_copy, "SCRATCH", ScratchBudget())
+    with bounded_copy.sharing(None) as budget:
+        assert budget is bounded_copy.SCRATCH
+        with bounded_copy.scratch("amb-test-") as tmp:
+            copy_tree(src, tmp / "a", max_bytes=8 << 20)
+            with pytest.raises(CopyRefused, match="in use by this process's copies"):
+                copy_tree(src, tmp / "b", max_bytes=8 << 20)
+        assert bounded_copy.SCRATCH.in_use() == 0  # the scratch folder removed: its bytes given back
+    assert not list(tmp_path.rglob(".amb-replay-scratch-*"))

@@ -40,6 +40,23 @@ def test_a_check_that_can_fail_is_credited_for_what_it_catches(tiny):
     assert {"zeros", "missing", "shape", "labels", "nan"} <= set(replay["fails_on"]), replay
     assert result["judge"]["replay"]["cells"] == 1
     assert result["stage_evidence"]["S3"]["range_check"]["met"]
+    assert not list((tiny[2] / "runs").glob(".amb-replay-scratch-*"))  # every copy removed, its bytes given back
+
+
+def test_a_workspace_over_the_copy_limit_is_not_replayed_for_the_copys_own_reason(tiny, monkeypatch):
+    """One size check: the copy's (util/bounded_copy.py), its reason on the cells and in the summary."""
+    from pytest_automedbench.judge.replays import checks
+
+    monkeypatch.setattr(checks, "MAX_COPY_BYTES", 1 << 10)
+    result, trace = run_steps(tiny, [PLAN, ENV, FULL, REAL_CHECK, SUBMIT], "over-the-limit")
+    why = result["judge"]["replay"]["not_replayed"]
+    assert why.startswith("the workspace is ") and why.endswith("over the copy limit of 0.0 MiB"), why
+    assert trace[3]["replay"] == {"not_replayed": why}
+    assert result["judge"]["replay"]["cells"] == 0
+    weights = result["judge"]["replay"].get("weights")
+    assert weights is None or weights["not_replayed"] == why, weights
+    probed = [e["replay"]["probe"] for e in trace if isinstance(e.get("replay"), dict) and "probe" in e["replay"]]
+    assert all(p["not_probed"] == why for p in probed), probed
 
 
 def test_rescore_rejudges_from_the_trace_without_replaying(tiny, monkeypatch):

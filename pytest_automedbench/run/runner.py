@@ -169,7 +169,8 @@ def replay_checks(record: RunRecord, workspace: Path, config: SandboxConfig, set
         return replay_run(record, workspace, make, max_cells=settings.replay_cells,
                                  public=config.public_dir, n_cases=n_cases,
                                  pilot=bool(getattr(settings, "replay_pilot", False)),
-                                 factor=float(getattr(settings, "replay_budget", 1.0)))
+                                 factor=float(getattr(settings, "replay_budget", 1.0)),
+                                 session_dir=getattr(settings, "runs_dir", None))  # the session's scratch budget
     except Exception as e:  # noqa: BLE001 - a replay fault never costs a finished run
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 

@@ -8,18 +8,17 @@ outputs (`MUTATIONS`: zeros, a missing case, NaNs, a wrong shape, a wrong label 
 credited for the classes where it fails: a non-zero exit, a timeout, or a line starting with FAIL.
 Printed values that merely differ are not a check. What was replayed, the classes it caught and why a
 cell was not replayed go into its trace event (`TraceEvent.replay`), so `automedbench rescore`
-re-judges without replaying. Replays are bounded (cells, seconds, workspace size) and are harness time.
+re-judges without replaying. Replays are bounded (cells, seconds, workspace size, the session's scratch
+space: util/bounded_copy.py) and are harness time.
 """
 from __future__ import annotations
 
-import json
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from ...util import safefs
+from ...util import bounded_copy, safefs
 from ...record.trace import RunRecord
 from ..reading import OUTPUTS, Cell, History, read_run
 from .deadline import BudgetSpent
@@ -49,17 +48,19 @@ def failed(result) -> bool:
 def copy_workspace(src: Path, dst: Path) -> None:
     """The final workspace, links kept as links (never followed), sparse files sparse; refused
     (util.bounded_copy.CopyRefused, with the reason) over MAX_COPY_BYTES apparent or allocated, as
-    measured by the walk the copy itself copies, or past the process's replay scratch budget."""
-    from ...util import bounded_copy
+    measured by the walk the copy itself copies, or past the replay scratch budget in force (the
+    session's: replay_run)."""
+    bounded_copy.copy_tree(src, dst, max_bytes=MAX_COPY_BYTES, name="the workspace")
 
-    bounded_copy.copy_tree(src, dst, max_bytes=MAX_COPY_BYTES)
 
-
-def workspace_bytes(root: Path) -> int:
-    from ...evidence.provenance import walk
-
-    found, _ = walk(root)
-    return sum(st.st_size for _, st in found)
+def copy_refusal(workspace: Path) -> str | None:
+    """Why `copy_workspace` would refuse the workspace for its size or entries (the copy's own check,
+    bounded_copy.check_tree, before any copy is made), or None."""
+    try:
+        bounded_copy.check_tree(workspace, MAX_COPY_BYTES, name="the workspace")
+    except bounded_copy.CopyRefused as e:
+        return str(e)
+    return None
 
 
 def mutate(workspace: Path, kind: str) -> str | None:
@@ -82,11 +83,11 @@ def replay_checks(record: RunRecord, workspace: Path, make_sandbox, history: His
     chosen = candidates(record, cells, history, max_cells)
     if not chosen:
         return
-    size = workspace_bytes(workspace)
-    if size > MAX_COPY_BYTES:
+    refused = copy_refusal(workspace)
+    if refused is not None:  # the same reason on each cell and in the summary
         for c in chosen:
-            c.event.replay = {"not_replayed": f"the workspace is {size >> 20} MiB, over the replay copy limit"}
-        summary["not_replayed"] = "workspace too large"
+            c.event.replay = {"not_replayed": refused}
+        summary["not_replayed"] = refused
         return
     for c in chosen:
         left = budget_s - (time.monotonic() - started)
@@ -102,9 +103,8 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
     out: dict[str, Any] = {"fails_on": [], "passes_on": [], "not_applicable": []}
 
     def run(kind: str | None):
-        tmp = tempfile.mkdtemp(prefix="amb-replay-")
-        try:  # removed with safefs: the replayed cell may leave a tree deeper than rmtree survives
-            ws = Path(tmp) / "workspace"
+        with bounded_copy.scratch("amb-replay-") as tmp:
+            ws = tmp / "workspace"
             copy_workspace(workspace, ws)
             what = mutate(ws, kind) if kind else "unmutated"
             if what is None:
@@ -112,8 +112,6 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
             timeout = max(1.0, min(CELL_TIMEOUT_S, budget_s - (time.monotonic() - started)))
             with make_sandbox(ws) as sandbox:
                 return sandbox.exec(c.event.code or "", c.event.language or "python", timeout=timeout)
-        finally:
-            safefs.remove_tree(tmp)
 
     try:
         for _ in range(2):
@@ -134,6 +132,8 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
                 out["not_applicable"].append(kind)
             else:
                 out["fails_on" if failed(r) else "passes_on"].append(kind)
+    except bounded_copy.CopyRefused as e:  # the session's scratch space is spent: the copy's reason
+        return {"not_replayed": str(e), "seconds": round(time.monotonic() - t0, 3)}
     except Exception as e:  # noqa: BLE001 - a replay that cannot run is recorded, never fatal
         return {"not_replayed": f"{type(e).__name__}: {e}"[:300], "seconds": round(time.monotonic() - t0, 3)}
     out["seconds"] = round(time.monotonic() - t0, 3)

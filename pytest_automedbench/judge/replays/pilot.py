@@ -24,14 +24,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ...util import safefs
+from ...util import bounded_copy, safefs
 from ...record.trace import RunRecord
 from ..reading import Cell, History, find_pilot, full_run, read_run, vocabulary as V
+from .checks import copy_workspace
 from .deadline import BudgetSpent
 from .weights import public_view
 
@@ -40,7 +40,6 @@ MAX_CELLS = 3  # the pilot and the cells after it replayed together
 MAX_BROKEN = 32  # case files broken per data folder (the first ones, and any the pilot names)
 BUDGET_S = 120.0
 CELL_TIMEOUT_S = 60.0
-MAX_COPY_BYTES = 512 << 20
 FAIL_LINE = re.compile(r"^\s*FAIL(ED)?\b", re.M)
 FRAME = re.compile(r'^\s*File "([^"]*)", line (\d+)', re.M)
 IMAGE_EXT = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
@@ -272,15 +271,15 @@ def replay_pilot(record: RunRecord, workspace: Path, public: Path | None, make_s
     try:
         if public is None or not Path(public).is_dir():
             verdict["not_replayed"] = "no public data to break"
-        elif sum(e.size for e in safefs.walk(workspace) if e.is_file) > MAX_COPY_BYTES:
-            verdict["not_replayed"] = "the workspace is over the replay copy limit"
-        else:
+        else:  # a workspace over the copy limit: the copy's own refusal, below
             named = {Path(s).name for c in chosen for s in _case_names(c)}
             rels = case_files(Path(public), named)
             if not rels:
                 verdict["not_replayed"] = "no case files in the public data to break"
             else:
                 verdict.update(_replay(chosen, workspace, Path(public), rels, make_sandbox, t0, budget_s))
+    except bounded_copy.CopyRefused as e:  # before any sandbox: the workspace's size, or the scratch space
+        verdict["not_replayed"] = str(e)
     except Exception as e:  # noqa: BLE001 - recorded, never fatal
         verdict["not_replayed"] = f"{type(e).__name__}: {e}"[:300]
     verdict["seconds"] = round(time.monotonic() - t0, 3)
@@ -303,12 +302,9 @@ def _case_names(c: Cell) -> list[str]:
 def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], make_sandbox, t0: float,
             budget_s: float) -> dict[str, Any]:
     def run(kind: str | None) -> tuple[str, str] | None:
-        tmp = Path(tempfile.mkdtemp(prefix="amb-pilot-"))
-        try:
+        with bounded_copy.scratch("amb-pilot-") as tmp:
             ws = tmp / "workspace"
-            from .checks import copy_workspace  # bounded and sparse-aware, as every replay's copy
-
-            copy_workspace(workspace, ws)
+            copy_workspace(workspace, ws)  # bounded and sparse-aware, as every replay's copy
             view, broken = broken_view(public, ws, tmp, rels, kind)
             if kind is not None and not broken:
                 return None
@@ -320,8 +316,6 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
                     if result != "passed":
                         return result, f"cell {c.index}: " + _last_line(r)
             return "passed", ""
-        finally:
-            safefs.remove_tree(tmp)
 
     for _ in range(2):
         first, why = run(None) or ("crashed", "")

@@ -30,13 +30,13 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from ...util import safefs
+from ...util import bounded_copy, safefs
 from ..reading import KINDS, VALUE_KINDS, Cell, read_cell
+from .checks import copy_workspace
 from .deadline import BudgetSpent
 
 MAX_CELLS = 4  # cells probed per run, in order (the pilot, its checks and the full run come first)
@@ -168,13 +168,9 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
     timeout = max(5.0, min(CELL_TIMEOUT_S, 3 * (c.event.duration_s or 0) + 10))
 
     def run(kind: str, only: dict[str, list[int]] | None = None):
-        tmp = tempfile.mkdtemp(prefix="amb-probe-")
-        try:
-            ws = Path(tmp) / "workspace"
-            from ...util import bounded_copy  # the same bounded, sparse-aware copy as every replay's
-            from .checks import MAX_COPY_BYTES
-
-            bounded_copy.copy_tree(workspace, ws, max_bytes=MAX_COPY_BYTES)  # CopyRefused: recorded below
+        with bounded_copy.scratch("amb-probe-") as tmp:
+            ws = tmp / "workspace"
+            copy_workspace(workspace, ws)  # as every replay's copy (CopyRefused: recorded below)
             safefs.remove_tree(ws / ".amb-probe")
             for rel in created:  # what the cell made, gone again (never outside the copy)
                 target = ws / rel
@@ -196,8 +192,6 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             if SPEC_NAMES.search(traced):  # a bash command that reached for the spec (its xtrace, its opens)
                 reports.append({"reached": "a traced command names the probe's files"})
             return result, reports
-        finally:
-            safefs.remove_tree(tmp)
 
     out: dict[str, Any] = {"sites": spec, "fails_on": [], "passes_on": [], "crashed_on": [], "untested": []}
     try:
@@ -261,6 +255,8 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             out[verdict].append(kind)
             if verdict == "fails_on" and where and "where" not in out:
                 out["where"] = where
+    except bounded_copy.CopyRefused as e:  # the workspace's size, or the session's scratch space: the copy's reason
+        return {"not_probed": str(e), "seconds": round(time.monotonic() - t0, 3)}
     except Exception as e:  # noqa: BLE001 - a probe that cannot run is recorded, never fatal
         return {"not_probed": f"{type(e).__name__}: {e}"[:300], "seconds": round(time.monotonic() - t0, 3)}
     out["seconds"] = round(time.monotonic() - t0, 3)

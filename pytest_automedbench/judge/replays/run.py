@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...record.trace import RunRecord
+from ...util import bounded_copy
 from ..reading import History, read_run
 from .checks import BUDGET_S, MAX_CELLS, replay_checks
 from .deadline import Deadline
@@ -30,7 +31,7 @@ def budget_for(record: RunRecord, budget_s: float = BUDGET_S, factor: float = AG
 def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., Any],
                history: History | None = None, budget_s: float | None = None,
                max_cells: int = MAX_CELLS, public: Path | None = None, n_cases: int = 0,
-               pilot: bool = False, factor: float = AGENT_FACTOR) -> dict[str, Any]:
+               pilot: bool = False, factor: float = AGENT_FACTOR, session_dir: Path | None = None) -> dict[str, Any]:
     """Replay the run's candidate check cells, then the cell that loaded weights and wrote outputs with its
     weights perturbed, then the result probe, then (`pilot`) its pilot on broken cases (pilot.py, `n_cases`:
     the task's case count, to tell the pilot from the full run); writes `replay` on their trace events. The
@@ -38,29 +39,31 @@ def replay_run(record: RunRecord, workspace: Path, make_sandbox: Callable[..., A
     them share one hard deadline (deadline.py): `budget_s`, by default `budget_for(record, factor=factor)`;
     no replay sandbox outlives it. Returns a summary (cells replayed, seconds, budget, the weights verdict)
     for result.json. `make_sandbox(workspace_copy, public=None)` builds a guarded sandbox (`public`: a
-    folder to bind in place of the public data)."""
-    history = history or History(record)
-    deadline = Deadline(budget_for(record, factor=factor) if budget_s is None else budget_s)
-    started, budget_s = deadline.started, deadline.seconds
-    make_sandbox = deadline.bound(make_sandbox)
-    summary: dict[str, Any] = {"cells": 0, "seconds": 0.0, "budget_s": round(budget_s, 3)}
-    if not history.observable:
-        summary["not_replayed"] = "no workspace snapshots"
+    folder to bind in place of the public data). `session_dir`: the session's runs dir, whose processes on this
+    host share one replay scratch budget (util/bounded_copy.py); None: this process's own."""
+    with bounded_copy.sharing(session_dir):
+        history = history or History(record)
+        deadline = Deadline(budget_for(record, factor=factor) if budget_s is None else budget_s)
+        started, budget_s = deadline.started, deadline.seconds
+        make_sandbox = deadline.bound(make_sandbox)
+        summary: dict[str, Any] = {"cells": 0, "seconds": 0.0, "budget_s": round(budget_s, 3)}
+        if not history.observable:
+            summary["not_replayed"] = "no workspace snapshots"
+            return summary
+        replay_checks(record, workspace, make_sandbox, history, budget_s, max_cells, started, summary)
+        left = deadline.left()
+        if left >= 5:
+            weights = replay_weights(record, workspace, public, make_sandbox, history, left)
+            if weights is not None:
+                summary["weights"] = weights
+        if max_cells > 0 and deadline.left() >= 5:  # the result probe (probe.py)
+            summary["probed"] = probe_run(read_run(record), workspace, make_sandbox, started, budget_s, history=history)
+        left = deadline.left()
+        if pilot and max_cells > 0 and left >= 5:  # the pilot's check, on broken cases (pilot.py)
+            verdict = replay_pilot(record, workspace, public, make_sandbox, history, n_cases, min(PILOT_S, left))
+            if verdict is not None:
+                summary["pilot"] = {k: v for k, v in verdict.items() if k != "inconclusive"}
+        if deadline.stopped:
+            summary["stopped_by_deadline"] = deadline.stopped
+        summary["seconds"] = round(deadline.elapsed(), 3)
         return summary
-    replay_checks(record, workspace, make_sandbox, history, budget_s, max_cells, started, summary)
-    left = deadline.left()
-    if left >= 5:
-        weights = replay_weights(record, workspace, public, make_sandbox, history, left)
-        if weights is not None:
-            summary["weights"] = weights
-    if max_cells > 0 and deadline.left() >= 5:  # the result probe (probe.py)
-        summary["probed"] = probe_run(read_run(record), workspace, make_sandbox, started, budget_s, history=history)
-    left = deadline.left()
-    if pilot and max_cells > 0 and left >= 5:  # the pilot's check, on broken cases (pilot.py)
-        verdict = replay_pilot(record, workspace, public, make_sandbox, history, n_cases, min(PILOT_S, left))
-        if verdict is not None:
-            summary["pilot"] = {k: v for k, v in verdict.items() if k != "inconclusive"}
-    if deadline.stopped:
-        summary["stopped_by_deadline"] = deadline.stopped
-    summary["seconds"] = round(deadline.elapsed(), 3)
-    return summary

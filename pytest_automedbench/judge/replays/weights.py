@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ...util import safefs
+from ...util import bounded_copy, safefs
 from ...record.trace import RunRecord
 from ..reading import NOT_PARAMETERS, OUTPUTS, Cell, History, ModelFiles, Reads, read_run
-from .checks import BUDGET_S, CELL_TIMEOUT_S, MAX_COPY_BYTES, copy_workspace, workspace_bytes
+from .checks import BUDGET_S, CELL_TIMEOUT_S, MAX_COPY_BYTES, copy_workspace
 
 PERTURBABLE = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy", ".json", ".yaml", ".yml", ".csv",
                ".tsv")
@@ -247,9 +247,7 @@ def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make
     try:
         if not files:
             verdict["not_replayed"] = "none of the model files it reads could be found to perturb"
-        elif workspace_bytes(workspace) > MAX_COPY_BYTES:
-            verdict["not_replayed"] = "the workspace is over the replay copy limit"
-        else:
+        else:  # a workspace over the copy limit: the copy's own refusal, below
             same = _run_writer(chain, workspace, public, make_sandbox, wrote, {}, budget_s)
             if same != recorded:  # the replay's sandbox may differ (threads: float sums in another order):
                 again = _run_writer(chain, workspace, public, make_sandbox, wrote, {}, budget_s)
@@ -263,6 +261,8 @@ def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make
                 moved = _run_writer(chain, workspace, public, make_sandbox, wrote, files, budget_s)
                 verdict.update(perturbed=sorted(files), depends=moved != same,
                                changed=sum(moved.get(p) != same.get(p) for p in wrote), outputs=len(wrote))
+    except bounded_copy.CopyRefused as e:  # before any sandbox: the workspace's size, or the scratch space
+        verdict["not_replayed"] = str(e)
     except Exception as e:  # noqa: BLE001 - recorded, never fatal
         verdict["not_replayed"] = f"{type(e).__name__}: {e}"[:300]
     verdict["seconds"] = round(time.monotonic() - t0, 3)
@@ -274,9 +274,8 @@ def _run_writer(chain: list[Cell] | Cell, workspace: Path, public: Path | None, 
                 perturbed: dict[str, Path], budget_s: float) -> dict[str, str | None]:
 
     chain = [chain] if isinstance(chain, Cell) else chain
-    tmp = Path(tempfile.mkdtemp(prefix="amb-weights-"))
     t0 = time.monotonic()
-    try:
+    with bounded_copy.scratch("amb-weights-") as tmp:
         ws = tmp / "workspace"
         copy_workspace(workspace, ws)
         for p in wrote:  # what the replay writes, not what the run left
@@ -304,5 +303,3 @@ def _run_writer(chain: list[Cell] | Cell, workspace: Path, public: Path | None, 
                 if r.exit_code != 0 or r.timed_out:
                     return {p: f"failed (cell {c.index}, exit {r.exit_code})" for p in wrote}
         return output_hashes(ws, wrote)
-    finally:
-        safefs.remove_tree(tmp)
