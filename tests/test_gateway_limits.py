@@ -220,11 +220,21 @@ def test_the_long_poll_and_a_slow_upstream_are_not_timed_out(gateway, mock):
     assert honest_call(gateway, run) == 200
 
 
+def models_kept_alive(gw, run) -> socket.socket:
+    """A connection that has shown the run's token (a GET /v1/models answered), kept open."""
+    s = connect(gw)
+    s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + run.token.encode() + b"\r\n\r\n")
+    assert answer(s)[0] == 200
+    return s
+
+
 def test_connections_are_capped_overall_and_the_threads_with_them(gateway):
+    """Six connections that have shown a token (none of them closed to make room) take the six
+    slots: a new connection is refused with a 503 and no thread is started for it."""
     gateway.max_connections = 6
     gateway.idle_timeout_s = 60.0
     base = threading.active_count()
-    held = [connect(gateway) for _ in range(6)]
+    held = [models_kept_alive(gateway, open_run(gateway)) for _ in range(6)]
     deadline = time.monotonic() + 30
     while gateway.open_connections < 6 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -243,6 +253,33 @@ def test_connections_are_capped_overall_and_the_threads_with_them(gateway):
         time.sleep(0.02)
     run = open_run(gateway)
     assert honest_call(gateway, run) == 200
+
+
+def test_tokenless_waiting_connections_cannot_keep_an_honest_client_out(gateway):
+    """Connections that send nothing fill the gateway's cap again and again (from many processes in
+    the field; from this one here, its per-process cap raised): each new connection closes the one
+    that has waited longest without showing a token, so every honest call gets through, while the
+    connections that showed a token are kept and the threads stay within the cap."""
+    gateway.max_connections, gateway.peer_connections = 6, 100
+    gateway.idle_timeout_s = 60.0
+    run = open_run(gateway)
+    base = threading.active_count()
+    kept = [models_kept_alive(gateway, run) for _ in range(2)]
+    idle = []
+    for _ in range(5):
+        idle += [connect(gateway) for _ in range(4)]
+        deadline = time.monotonic() + 30
+        while gateway.open_connections < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert gateway.open_connections <= 6 and threading.active_count() <= base + 6 + gateway.eviction_room
+        assert honest_call(gateway, run) == 200
+    assert all(closed_within(s, 30) for s in idle[:-4])  # the oldest went first
+    for s in kept:
+        s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + run.token.encode() + b"\r\n\r\n")
+        assert answer(s)[0] == 200
+        s.close()
+    assert sum("closed while it waited" in r["error"] for r in gateway.refusals) >= len(idle) - 4
+    assert not [r for r in gateway.refusals if "closed while" not in r["error"]]  # nothing else refused
 
 
 def test_one_run_holds_at_most_its_connections(gateway):

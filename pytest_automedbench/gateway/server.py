@@ -26,7 +26,14 @@ is recorded (an ``llm_call`` event with ``counted: false`` when the run is known
   client that takes no bytes of its answer for SEND_STALL_S is dropped;
 - at most MAX_CONNECTIONS connections at once and PEER_CONNECTIONS of them from any one process
   (SO_PEERCRED; 503 beyond, answered without reading anything), and RUN_CONNECTIONS of them for
-  any one run (429): a hostile process cannot take the slots an honest forwarder needs.
+  any one run (429): a hostile process cannot take the slots an honest forwarder needs;
+- nor can many processes: with MAX_CONNECTIONS open, a new connection closes the one that has waited
+  longest for its request without ever showing a run's token (one that has is bounded by its run's
+  cap and kept) and takes its place, so connections that send nothing, or headers a byte at a time,
+  cannot keep a forwarder out. A closed one's thread ends within moments; at most EVICTION_ROOM of
+  them are ending at once (threads: at most MAX_CONNECTIONS + EVICTION_ROOM), and while that many
+  are, the accepting thread waits for one to end (at most CLOSING_WAIT_S: the gateway's own threads,
+  which no client can hold) rather than refuse: a flood of new connections is slowed, not served.
 
 Each model call is a `calls.Call` (admit, route, pass through or translate, relay, meter). Every
 byte that comes back from upstream is scrubbed of the provider keys before it reaches the agent:
@@ -61,6 +68,8 @@ FORWARDER = Path(__file__).with_name("forwarder.py")
 MAX_BODY = 32 * 1024 * 1024  # the providers' own request caps (Anthropic's Messages API: 32 MB)
 BODY_BUDGET = 256 * 1024 * 1024  # bodies being read at once, all connections together
 MAX_CONNECTIONS = 256  # open connections, all runs together (one handler thread each)
+EVICTION_ROOM = 8  # connections closed to make room whose threads may still be ending (see the module doc)
+CLOSING_WAIT_S = 1.0  # the most the accepting thread waits for one of them to end
 PEER_CONNECTIONS = 32  # open connections of any one connecting process (the cell's forwarder uses 25)
 RUN_CONNECTIONS = 32  # open connections one run's token may hold (its long-poll included)
 IDLE_TIMEOUT_S = 120.0  # a kept-alive connection's wait for its next request
@@ -84,23 +93,43 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
     gateway: "Gateway"
 
     def __init__(self, *args: Any, **kwargs: Any):
-        self.open_connections = 0
+        self.open_connections = 0  # served: one handler thread each
+        self.closing = 0  # closed to make room, their threads ending
+        self.evictions = 0
         self._per_peer: dict[int, int] = {}
+        # connections waiting for a request (not yet its headers read) that have never shown a run's
+        # token, oldest first: the ones closed to make room; and those of them already closed
+        self._waiting: collections.OrderedDict[socket.socket, None] = collections.OrderedDict()
+        self._evicted: set[socket.socket] = set()
         self._count_lock = threading.Lock()
+        self._closed = threading.Condition(self._count_lock)  # one closed to make room has ended
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         gw, peer = self.gateway, _peer_pid(request)
+        evicted = False
         with self._count_lock:
-            if self.open_connections >= gw.max_connections:
-                why = f"the gateway has its {gw.max_connections} connections open"
-            elif self._per_peer.get(peer, 0) >= gw.peer_connections:
+            if self._per_peer.get(peer, 0) >= gw.peer_connections:
                 why = f"this process has its {gw.peer_connections} connections to the gateway open"
             else:
-                why = None
-                self.open_connections += 1
-                self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
-        if why is not None:  # answered from the accepting thread without reading anything, never blocking it
+                until = time.monotonic() + CLOSING_WAIT_S
+                while (self.open_connections >= gw.max_connections and self._waiting
+                       and self.closing >= gw.eviction_room and time.monotonic() < until):
+                    self._closed.wait(until - time.monotonic())
+                if self.open_connections >= gw.max_connections and self._waiting and self.closing < gw.eviction_room:
+                    self._evict()  # its slot is this connection's; its thread ends within moments
+                    evicted = True
+                if self.open_connections >= gw.max_connections:
+                    why = f"the gateway has its {gw.max_connections} connections open"
+                else:
+                    why = None
+                    self.open_connections += 1
+                    self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
+                    self._waiting[request] = None
+        if evicted:
+            gw.refused(None, 503, f"a connection that had shown no run token was closed while it waited for its "
+                                  f"request: the gateway had its {gw.max_connections} connections open")
+        if why is not None:  # answered from the accepting thread without reading anything, never waiting on the client
             gw.refused(None, 503, why)
             _refuse_raw(request, 503, why + "; retry later")
             self.shutdown_request(request)
@@ -108,7 +137,7 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
         try:
             super().process_request(request, (peer, client_address))
         except BaseException:  # no thread could be started: the slot is given back, the client closed
-            self._release(peer)
+            self._release(peer, request)
             self.shutdown_request(request)
             if not isinstance(sys.exc_info()[1], Exception):
                 raise
@@ -118,11 +147,47 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
         try:
             super().process_request_thread(request, address)
         finally:
-            self._release(peer)
+            self._release(peer, request)
 
-    def _release(self, peer: int) -> None:
+    def _evict(self) -> None:
+        """Close the longest-waiting tokenless connection (under the count lock, so its socket is still
+        open: its handler leaves the waiting list under the same lock before it closes it)."""
+        victim, _ = self._waiting.popitem(last=False)
+        self._evicted.add(victim)
+        self.open_connections -= 1
+        self.closing += 1
+        self.evictions += 1
+        try:
+            victim.shutdown(socket.SHUT_RDWR)  # its blocked read returns: the handler ends
+        except OSError:
+            pass
+
+    def waiting(self, request: socket.socket, tokenless: bool) -> None:
+        """A connection now waits for its next request (kept as it was when it has waited since it opened)."""
         with self._count_lock:
-            self.open_connections -= 1
+            if tokenless and request not in self._evicted and request not in self._waiting:
+                self._waiting[request] = None
+
+    def claim(self, request: socket.socket) -> bool:
+        """Out of the waiting list (a request's headers are read, or the handler is ending): the
+        connection is no longer closed to make room. False when it already was."""
+        with self._count_lock:
+            self._waiting.pop(request, None)
+            return request not in self._evicted
+
+    def evicted(self, request: socket.socket) -> bool:
+        with self._count_lock:
+            return request in self._evicted
+
+    def _release(self, peer: int, request: socket.socket) -> None:
+        with self._count_lock:
+            self._waiting.pop(request, None)
+            if request in self._evicted:
+                self._evicted.discard(request)
+                self.closing -= 1
+                self._closed.notify()
+            else:
+                self.open_connections -= 1
             held = self._per_peer.get(peer, 0) - 1
             if held > 0:
                 self._per_peer[peer] = held
@@ -237,7 +302,7 @@ class Gateway:
         self.folder: Path | None = None
         # the limits (module constants; a test or benchmark may lower them on its own gateway)
         self.max_body, self.max_connections, self.run_connections = MAX_BODY, MAX_CONNECTIONS, RUN_CONNECTIONS
-        self.peer_connections = PEER_CONNECTIONS
+        self.peer_connections, self.eviction_room = PEER_CONNECTIONS, EVICTION_ROOM
         self.idle_timeout_s, self.headers_timeout_s, self.body_timeout_s = IDLE_TIMEOUT_S, HEADERS_TIMEOUT_S, BODY_TIMEOUT_S
         self.send_stall_s = SEND_STALL_S
         self.budget = _Budget(BODY_BUDGET)
@@ -263,6 +328,17 @@ class Gateway:
     @property
     def open_connections(self) -> int:
         return self._server.open_connections if self._server is not None else 0
+
+    @property
+    def threads(self) -> int:
+        """Handler threads: the open connections and those closed to make room whose threads are ending."""
+        server = self._server
+        return server.open_connections + server.closing if server is not None else 0
+
+    @property
+    def evictions(self) -> int:
+        """Tokenless connections closed while they waited, to make room (each also in `refusals`)."""
+        return self._server.evictions if self._server is not None else 0
 
     def start(self) -> "Gateway":
         if self._server is not None:
@@ -436,6 +512,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(self._reader, 65536)
 
     def finish(self) -> None:
+        self.server.claim(self.connection)  # out of the waiting list before the socket is closed
         try:
             super().finish()
         finally:
@@ -445,6 +522,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         gw = self.gw
+        self.server.waiting(self.connection, tokenless=self._binding is None)
         self._reader.arm(gw.idle_timeout_s, "idle")
         try:
             first = self.rfile.peek(1)
@@ -463,6 +541,14 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self._reader.disarm()
 
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if not self.server.claim(self.connection):  # closed to make room while its headers came
+            self.close_connection = True
+            return False
+        return True
+
     def _received(self) -> None:
         """The request is read whole: from here no read deadline, only the stall limit on what is sent."""
         self._reader.disarm()
@@ -471,6 +557,9 @@ class _Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's own refusals (a bad request line, too many or too long headers, a
         timeout while reading them) in a provider's shape, recorded."""
+        if self.server.evicted(self.connection):  # closed to make room (recorded then): nothing to answer
+            self.close_connection = True
+            return
         if code == 408 or (message or "").startswith("Request timed out"):
             code, message = 408, "the request line and headers did not arrive in time"
         text = message or explain or "bad request"
