@@ -117,3 +117,12 @@ def test_hd95_raises_no_monai_future_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert hd95(a, b) == 1.0
+
+
+def test_suites_help_names_every_shipped_suite(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["suites", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    shipped = suite_names()
+    assert "mlebench-medical" in shipped
+    assert f"{', '.join(shipped)} (default: all)" in out
