@@ -49,7 +49,7 @@ def test_one_id_per_challenge_in_prepare_brief_and_rank(tmp_path, capsys):
     metrics = tmp_path / "m.json"
     for task_id, path in challenges.items():
         task = load_task_file(path)
-        metrics.write_text(json.dumps({task.spec.rexmle.metrics[0].name: 0.5}))
+        metrics.write_text(json.dumps({m.name: 0.5 for m in task.spec.rexmle.metrics}))
         assert cli.main(["rank", task_id, "--metrics", str(metrics), "--json"]) == 0, task_id
         doc = json.loads(capsys.readouterr().out)
         assert doc["challenge"] == task_id and doc["rexmle_name"] == task.spec.rexmle.challenge
