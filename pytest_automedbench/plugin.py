@@ -276,6 +276,16 @@ def pytest_runtestloop(session):
         session.config.option.continue_on_collection_errors = True
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A benchmark item's skip (its data not prepared, the agent unavailable, n/a with --amb-with-solution)
+    points at its task file, not at the line of the plugin that raised it (`-rs`, JUnit)."""
+    report = yield
+    if isinstance(item, TaskItem) and report.skipped and isinstance(report.longrepr, tuple):
+        report.longrepr = (str(item.path), item.task.id_line, report.longrepr[2])
+    return report
+
+
 class TaskFile(pytest.File):
     def collect(self):
         config = self.config
