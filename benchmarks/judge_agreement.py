@@ -132,6 +132,7 @@ def build_suite(root: Path, runs: dict[str, dict], data_dir: Path) -> None:
         loaded, source = prepared[info["task"]]
         spec = yaml.safe_load((REPO / tasks[info["task"]]).read_text())
         spec.update(id=task_id(run), reference_solution=f"{run}.steps.yaml")
+        spec.pop("naive_solution", None)  # not copied beside the run's task file (the run replays its own steps)
         (suite / f"{run}.task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
         shutil.copy(CORPUS / info["half"] / f"{run}.yaml", suite / f"{run}.steps.yaml")
         target = root / "data" / task_id(run) / loaded.spec.version

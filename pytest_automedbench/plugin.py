@@ -66,7 +66,7 @@ def pytest_configure(config):
     if executor != "local" and (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
         raise pytest.UsageError(f"--amb-executor={executor}: the cluster schedules the runs; "
                                 "leave out -n (one pytest process holds every run in flight)")
-    _check_model_price(settings)
+    _check_model_price(settings, config)
     from .judge import check_judge  # judge's: an LLM judge without a key or endpoint is a usage error now
 
     check_judge(settings.judge)
@@ -152,8 +152,10 @@ def _freeze_again_at_exit() -> None:
         _exit_freeze.append(atexit.register(gc.freeze))
 
 
-def _check_model_price(s: RunSettings) -> None:
-    """A built-in LLM agent's model must have a price for --amb-max-cost; else warn (cost unknown)."""
+def _check_model_price(s: RunSettings, config) -> None:
+    """A built-in LLM agent's model must have a price for --amb-max-cost; else warn (cost unknown), once a
+    session: in the header, or (-q, --no-header: no header) as a warning in the summary. The runs then
+    leave it unsaid (s.price_warning: what the start said; executors/local.py)."""
     if s.model.partition(":")[0] not in LLM_KINDS:
         return
     try:
@@ -162,6 +164,9 @@ def _check_model_price(s: RunSettings) -> None:
         raise pytest.UsageError(str(e)) from None
     except AgentError as e:
         raise pytest.UsageError(f"--amb-model: {e}") from None
+    header = config.get_verbosity() >= 0 and not config.getoption("no_header", False)
+    if s.price_warning and not header and not hasattr(config, "workerinput"):  # a worker's would be one more
+        config.issue_config_time_warning(pytest.PytestWarning(s.price_warning), stacklevel=2)
 
 
 def pytest_report_header(config):
@@ -269,6 +274,16 @@ def pytest_runtestloop(session):
     errors = session.config.stash[SPEC_ERRORS_KEY]
     if session.testsfailed and errors and session.testsfailed == len(errors):
         session.config.option.continue_on_collection_errors = True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A benchmark item's skip (its data not prepared, the agent unavailable, n/a with --amb-with-solution)
+    points at its task file, not at the line of the plugin that raised it (`-rs`, JUnit)."""
+    report = yield
+    if isinstance(item, TaskItem) and report.skipped and isinstance(report.longrepr, tuple):
+        report.longrepr = (str(item.path), item.task.id_line, report.longrepr[2])
+    return report
 
 
 class TaskFile(pytest.File):

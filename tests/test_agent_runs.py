@@ -173,12 +173,16 @@ def test_max_cost_needs_a_priced_model(tiny_suite, pytester, mock_llm):
     r.stderr.fnmatch_lines(["*--amb-max-cost: model 'mystery-model' has no price*--amb-prices*"])
 
 
-def test_unpriced_model_has_null_cost_and_a_warning(tiny_suite, pytester, mock_llm):
+@pytest.mark.parametrize("quiet", [False, True], ids=["header", "no-header"])
+def test_unpriced_model_has_null_cost_and_one_warning(tiny_suite, pytester, mock_llm, quiet):
+    """Said once a session: in the header, or (-q: no header) in the warnings summary; never by the run again."""
     mock_llm.add(*solve_entries())
-    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=openai:mystery-model", NO_WAIT)
-    r.assert_outcomes(passed=1, warnings=1)
-    r.stdout.fnmatch_lines(["automedbench: WARNING: no price for model 'mystery-model'*",
-                            "*PytestWarning: automedbench: no price for model 'mystery-model'*"])
+    r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=openai:mystery-model", NO_WAIT,
+                           *(["-q"] if quiet else []))
+    r.assert_outcomes(passed=1, warnings=1 if quiet else 0)
+    said = "no price for model 'mystery-model'"
+    assert (r.stdout.str() + r.stderr.str()).count(said) == 1, r.stdout.str()
+    r.stdout.fnmatch_lines([f"*PytestWarning: automedbench: {said}*" if quiet else f"automedbench: WARNING: {said}*"])
     run = the_run(pytester)
     assert run["cost_usd"] is None and run["tokens"]["input"] > 0
 

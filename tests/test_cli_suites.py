@@ -49,7 +49,7 @@ def test_one_id_per_challenge_in_prepare_brief_and_rank(tmp_path, capsys):
     metrics = tmp_path / "m.json"
     for task_id, path in challenges.items():
         task = load_task_file(path)
-        metrics.write_text(json.dumps({task.spec.rexmle.metrics[0].name: 0.5}))
+        metrics.write_text(json.dumps({m.name: 0.5 for m in task.spec.rexmle.metrics}))
         assert cli.main(["rank", task_id, "--metrics", str(metrics), "--json"]) == 0, task_id
         doc = json.loads(capsys.readouterr().out)
         assert doc["challenge"] == task_id and doc["rexmle_name"] == task.spec.rexmle.challenge
@@ -117,3 +117,85 @@ def test_hd95_raises_no_monai_future_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert hd95(a, b) == 1.0
+
+
+def test_suites_help_names_every_shipped_suite(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["suites", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    shipped = suite_names()
+    assert "mlebench-medical" in shipped
+    assert f"{', '.join(shipped)} (default: all)" in out
+
+
+def _prepare_suite(root, monkeypatch):
+    """A suite of tiny tasks: one built from installed packages (ok), one whose download is absent,
+    one whose preparer fails on its download, and a broken task file."""
+    import shutil
+
+    import yaml
+
+    suite = root / "suite"
+    suite.mkdir()
+    shutil.copy(FIXTURES / "tiny" / "tiny_prep.py", suite)
+    (suite / "failing_prep.py").write_text(
+        "def prepare(public, private, source, progress=None):\n"
+        "    (public / 'images').mkdir()\n"
+        "    raise ValueError('case_007.nii.gz: not a NIfTI file\\n(second line)')\n")
+    base = yaml.safe_load((FIXTURES / "tiny" / "tiny.task.yaml").read_text())
+    base.pop("reference_solution")
+    tasks = {"ok": {}, "absent": {"needs_source": True},
+             "fails": {"needs_source": True, "preparer": "failing_prep:prepare", "params": {}}}
+    for name, data in tasks.items():
+        spec = dict(base, id=f"tiny-{name}", data={**base["data"], **data})
+        (suite / f"{name}.task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (suite / "broken.task.yaml").write_text("id: tiny-broken\ntrack: segmentaton\n")
+    monkeypatch.syspath_prepend(str(suite))
+    (root / "downloads" / "tiny-fails").mkdir(parents=True)
+    return suite
+
+
+def test_prepare_all_prints_a_summary_and_exits_nonzero_when_nothing_or_something_failed(tmp_path, monkeypatch,
+                                                                                         capsys):
+    suite = _prepare_suite(tmp_path, monkeypatch)
+    data, empty = tmp_path / "data", tmp_path / "empty"
+    empty.mkdir()
+    needs_source = tmp_path / "needs-source"
+    needs_source.mkdir()
+    (needs_source / "absent.task.yaml").write_text((suite / "absent.task.yaml").read_text())
+    args = ["prepare", "--all", "--data-dir", str(data)]
+    # an empty source root: every task skipped, nothing prepared
+    assert cli.main([*args, "--suites", str(needs_source), "--source-root", str(empty)]) == 1
+    out = capsys.readouterr().out
+    assert f"tiny-absent: skipped (no download at {empty / 'tiny-absent'})" in out
+    assert out.splitlines()[-1] == ("automedbench prepare --all: 0 prepared, 0 already prepared, 1 skipped, 0 failed "
+                                    f"(downloads looked for under {empty})")
+    # one prepared, one skipped, a preparer that fails and a broken task file: exit 2, each failure one line
+    assert cli.main([*args, "--suites", str(suite), "--source-root", str(tmp_path / "downloads")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1].startswith(
+        "automedbench prepare --all: 1 prepared, 0 already prepared, 1 skipped, 2 failed")
+    assert "tiny-fails: preparing failed: ValueError: case_007.nii.gz: not a NIfTI file (second line)\n" in captured.err
+    assert f"{suite / 'broken.task.yaml'}: track: unknown track 'segmentaton'" in captured.err
+    assert "Traceback" not in captured.err
+    assert sorted(p.name for p in data.iterdir()) == ["tiny-ok"]  # the failed prepare left no folder behind
+    # the failures gone: the prepared task counts as already prepared, exit 0
+    (suite / "fails.task.yaml").unlink()
+    (suite / "broken.task.yaml").unlink()
+    assert cli.main([*args, "--suites", str(suite), "--source-root", str(tmp_path / "downloads")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "automedbench prepare --all: 0 prepared, 1 already prepared, 1 skipped, 0 failed")
+
+
+def test_a_failed_prepare_leaves_no_empty_data_folder(tmp_path, monkeypatch, capsys):
+    suite = _prepare_suite(tmp_path, monkeypatch)
+    data = tmp_path / "new" / "data"
+    assert cli.main(["prepare", "tiny-fails", "--source", str(tmp_path / "downloads" / "tiny-fails"),
+                     "--data-dir", str(data), "--suites", str(suite)]) == 2
+    assert "tiny-fails: preparing failed: ValueError" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # neither <data-dir>/tiny-fails nor the data dir made for it
+    data.mkdir(parents=True)
+    (data / "other-task").mkdir()
+    assert cli.main(["prepare", "tiny-fails", "--source", str(tmp_path / "downloads" / "tiny-fails"),
+                     "--data-dir", str(data), "--suites", str(suite)]) == 2
+    assert sorted(p.name for p in data.iterdir()) == ["other-task"]  # what was there stays

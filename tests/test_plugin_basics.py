@@ -88,6 +88,21 @@ def test_unprepared_task_is_skipped_with_command(tiny_suite, pytester):
     r.stdout.fnmatch_lines(["*automedbench prepare tiny-seg --source DIR*"])
 
 
+@pytest.mark.parametrize("why", ["data", "solution"])
+def test_a_skip_points_at_the_task_file(tiny_suite, pytester, why):
+    """-rs names the task file and its id's line, not the plugin's line that raised the skip."""
+    text = "# a tiny task\n" + (tiny_suite / "tiny.task.yaml").read_text()
+    if why == "data":
+        text = text.replace("params: {n_cases: 3}", "params: {n_cases: 3}\n  needs_source: true")
+    (tiny_suite / "tiny.task.yaml").write_text(text)
+    r = pytester.runpytest("suite", "-rs", "-p", "no:cacheprovider", "--amb-tier=all",
+                           *(["--amb-with-solution"] if why == "solution" else []))
+    r.assert_outcomes(skipped=2)
+    reason = "data for tiny-seg is not prepared" if why == "data" else "n/a with --amb-with-solution"
+    r.stdout.fnmatch_lines([f"SKIPPED [[]2[]] suite/tiny.task.yaml:2: {reason}*"])
+    assert "pytest_automedbench" not in r.stdout.str()
+
+
 def test_track_metric_hook_and_task_metric_module(tiny_suite, pytester):
     """A plugin's pytest_amb_track_metric module scores the track; a task's metric.module beats both."""
     pytester.makepyfile(halfmetric='''

@@ -151,3 +151,28 @@ def test_rank_cli_bad_input(tmp_path, capsys):
     bad.write_text("{}")
     assert cli_main(["rank", "no-such-challenge", "--metrics", str(bad)]) == 2
     assert "unknown challenge 'no-such-challenge'" in capsys.readouterr().out
+
+
+def test_rank_cli_lists_agents_missing_a_metric_apart_and_exits_1(tmp_path, capsys):
+    """An agent without a value of a leaderboard metric is unranked (no percentile, never placed last
+    with exit 0): listed apart with the metrics it lacks and why; the ranked ones are unchanged."""
+    rd = PAPER["tables"]["panther-task2"]["RD-Agent"]["values"]
+    partial = {k: v for k, v in rd.items() if k != "hd95"} | {"msd": None, "rmse": "n/a"}
+    metrics = tmp_path / "m.json"
+    metrics.write_text(json.dumps({"RD-Agent": rd, "Partial": partial, "Broken": "FAIL"}))
+    assert cli_main(["rank", "rexmle-panther-task2", "--metrics", str(metrics)]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "mean position 5.20  percentile 58.0%" in out and "Broken: FAIL (percentile 0%)" in out
+    ranked, _, apart = out.partition("\nunranked (")
+    assert "Partial" not in ranked and "percentile" not in apart.split("Partial:", 1)[1]
+    assert 'Partial: unranked, missing msd (null); hd95 (absent); rmse (not a number: "n/a")' in apart
+    assert "1 of 3 agent(s) unranked" in captured.err and "Partial (missing msd (null); hd95 (absent)" in captured.err
+    assert cli_main(["rank", "rexmle-panther-task2", "--metrics", str(metrics), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["unranked"] == ["Partial"]
+    row = next(a for a in data["agents"] if a["agent"] == "Partial")
+    assert row["unranked"] and row["percentile"] is None and row["medal"] is None and row["mean_position"] is None
+    assert row["missing"] == {"hd95": "absent", "msd": "null", "rmse": 'not a number: "n/a"'}
+    assert set(row["positions"]) == {"dsc", "masd"}  # the metrics it has keep their places
+    assert next(a for a in data["agents"] if a["agent"] == "RD-Agent")["percentile"] == 0.58

@@ -25,6 +25,8 @@ BAD_AT_COLLECTION = {
     # Files and functions the task names are found at collection, not when the run starts.
     "missing_reference_solution": ("reference_solution: solve.yaml", "reference_solution: solved.yaml",
                                    "reference_solution: 'solved.yaml': no such file next to the task file"),
+    "missing_naive_solution": ("reference_solution: solve.yaml", "reference_solution: solve.yaml\nnaive_solution: naive.yaml",
+                               "naive_solution: 'naive.yaml': no such file next to the task file"),
     "misspelt_preparer_function": ("tiny_prep:prepare", "tiny_prep:prepar",
                                    "data.preparer: module 'tiny_prep' has no 'prepar' (did you mean prepare?)"),
     "misspelt_preparer_module": ("tiny_prep:prepare", "tiny_perp:prepare", "data.preparer: module 'tiny_perp' cannot be imported: not found"),
@@ -84,6 +86,8 @@ def test_every_shipped_task_file_loads_under_the_strict_checks():
         spec = load_task_file(path).spec  # raises TaskSpecError naming the file and field
         computed = metric_computed(spec)
         assert computed is not None and spec.metric.name in computed.names, path
+        if "demo" in path.relative_to(root).parts:  # each demo task names its naive baseline (docs/tracks.md)
+            assert spec.naive_solution == path.name.replace(".task.yaml", ".naive.yaml"), path
 
 
 def test_the_brief_names_the_metric_the_scorer_computes(monkeypatch):

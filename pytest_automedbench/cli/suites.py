@@ -29,11 +29,19 @@ junit_family = xunit1
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("suites", help="list, locate or copy the task suites shipped with this installation",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suites", nargs="*", metavar="SUITE", help="demo, automedbench, rexmle (default: all)")
+    p.add_argument("suites", nargs="*", metavar="SUITE", help=f"{_shipped()} (default: all)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--path", action="store_true", help="print the folder of the suites (or of SUITE)")
     what.add_argument("--copy", type=Path, metavar="DEST", help="copy the suites into DEST (a pytest.ini too)")
     p.set_defaults(func=run)
+
+
+def _shipped() -> str:
+    """The suites this installation ships, as `run` finds them (the help never goes stale)."""
+    try:
+        return ", ".join(suite_names(suites_root())) or "none found"
+    except OSError as e:  # no suites folder: the help still shows, `run` says what is wrong
+        return f"none found ({e.strerror or e})"
 
 
 def run(args) -> int:

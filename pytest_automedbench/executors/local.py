@@ -27,8 +27,8 @@ def run_in_process(task, tier: str, repeat: int, settings, on_phase: Callable[[s
     except AgentUnavailable as e:
         pytest.skip(str(e))
     unpriced = unpriced_message(agent.model_id, settings.price_table, settings.max_cost_usd)
-    if unpriced:
-        warnings.warn(pytest.PytestWarning(unpriced))
+    if unpriced and unpriced != settings.price_warning:  # the session's start said it already (plugin.py)
+        warnings.warn(pytest.PytestWarning(unpriced))  # the runs' identical warnings: one in the summary
     if on_phase is not None:
         on_phase("agent")  # data ready, agent built: the run proper starts
     return execute(task, tier, repeat, agent, data, settings, on_step=on_step)

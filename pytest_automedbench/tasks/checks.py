@@ -2,8 +2,8 @@
 
 - `metric.name` must name what the task's scorer computes, or a declared alias of it
   (`metric_computed`): a typo such as `accurracy` or `dise` is an error, not a label on a dice score.
-- Files and code the task names must exist: the reference solution's step file, the rexmle
-  leaderboard, and the modules and functions in `data.preparer`, `metric.module` and `rexmle.grader`
+- Files and code the task names must exist: the reference and naive solutions' step files, the
+  rexmle leaderboard, and the modules and functions in `data.preparer`, `metric.module` and `rexmle.grader`
   (found without importing them: the module's source is read, so collection never loads torch).
 
 Each problem is a `TaskSpecError` naming the file and the field.
@@ -166,11 +166,10 @@ def check_callable(value: str, folder: Path | None = None) -> str | None:
 
 def check_references(spec: TaskSpec, folder: Path) -> tuple[str, str] | None:
     """(field, problem) for the first file or code the task names that does not exist, else None."""
-    if spec.reference_solution:
-        if not (folder / spec.reference_solution).is_file():
-            return "reference_solution", f"{spec.reference_solution!r}: no such file next to the task file"
-    if spec.rexmle is not None and not (folder / spec.rexmle.leaderboard).is_file():
-        return "rexmle.leaderboard", f"{spec.rexmle.leaderboard!r}: no such file next to the task file"
+    for field, name in (("reference_solution", spec.reference_solution), ("naive_solution", spec.naive_solution),
+                        ("rexmle.leaderboard", spec.rexmle.leaderboard if spec.rexmle else None)):
+        if name and not (folder / name).is_file():
+            return field, f"{name!r}: no such file next to the task file"
     for field, value in (("data.preparer", spec.data.preparer), ("metric.module", spec.metric.module),
                          ("rexmle.grader", spec.rexmle.grader if spec.rexmle else None)):
         if value:

@@ -9,6 +9,7 @@ collector can report it and go on with the other files.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,16 @@ class LoadedTask:
     def resolve(self, relative: str) -> Path:
         """A path named in the task file, relative to the file's folder."""
         return (self.folder / relative).resolve()
+
+    @property
+    def id_line(self) -> int:
+        """The line (from 1) of the file's top-level `id:` key, where a report points at the task (1 if unread)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return 1
+        found = re.search(r"^id[ \t]*:", text, re.MULTILINE)
+        return text.count("\n", 0, found.start()) + 1 if found else 1
 
 
 def is_task_file(path: Path) -> bool:

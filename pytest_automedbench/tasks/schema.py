@@ -260,6 +260,9 @@ class TaskSpec(Strict):
     tiers: Tiers
     medals: Medals | None = None
     reference_solution: str | None = None  # step file (relative to the task file) for --amb-model=reference
+    # step file (relative to the task file) of the naive baseline (identity, a constant answer, one threshold)
+    # the task's medal bands sit above (docs/tracks.md); `--amb-model=script:<that file>` replays it
+    naive_solution: str | None = None
     tags: list[str] = Field(default_factory=list)
     rexmle: RexMLE | None = None  # set for ReX-MLE challenges (ranked against human leaderboards)
     mlebench: MLEBench | None = None  # set for MLE-bench competitions (task_suites/mlebench-medical)

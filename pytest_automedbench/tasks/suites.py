@@ -56,15 +56,19 @@ def task_ids(root: Path) -> dict[str, Path]:
     return found
 
 
+def task_paths(root: Path) -> list[Path]:
+    """Every task file under root, valid or not, in a stable order."""
+    return [p for p in sorted(Path(root).rglob("*.task.y*ml")) if is_task_file(p)]
+
+
 def task_files(root: Path) -> dict[str, Path]:
     """Task id -> task file for every valid task file under root (a broken file is left out)."""
     found: dict[str, Path] = {}
-    for path in sorted(Path(root).rglob("*.task.y*ml")):
-        if is_task_file(path):
-            try:
-                found.setdefault(load_task_file(path).spec.id, path)
-            except TaskSpecError:
-                continue
+    for path in task_paths(root):
+        try:
+            found.setdefault(load_task_file(path).spec.id, path)
+        except TaskSpecError:
+            continue
     return found
 
 

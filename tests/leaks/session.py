@@ -1,7 +1,7 @@
 """One inner pytest session over the demo suite for the discrimination table and the leak tests.
 
-For every demo task it runs the reference solution, the naive baseline (`<name>.naive.yaml` beside
-the task) and the null agent, and every red-team leak case in tests/leaks/cases.yaml against its
+For every demo task it runs the reference solution, the naive baseline (its task file's
+`naive_solution`) and the null agent, and every red-team leak case in tests/leaks/cases.yaml against its
 task: copies of the task files under other ids (`<id>.naive`, `<id>.null`, `<id>.leak-<case>`)
 whose data folders are links to the original's, so each task's data is prepared once. The session
 runs once per test session, even under pytest-xdist (a file lock; the facts land in a JSON file).
@@ -63,6 +63,7 @@ def _copy(task_file: Path, new_id: str, steps: Path | None, suite: Path, data: P
     original = spec["id"]
     spec["id"] = new_id
     spec["reference_solution"] = str(steps or task_file.with_name(spec["reference_solution"]))
+    spec["naive_solution"] = str(task_file.with_name(spec["naive_solution"]))  # the copy is in another folder
     if "rexmle" in spec:
         spec["rexmle"]["leaderboard"] = str(task_file.with_name(spec["rexmle"].get("leaderboard", "leaderboard.csv")))
     (suite / f"{new_id}.task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -80,7 +81,7 @@ def build_suite(root: Path) -> dict[str, dict[str, str]]:
     (suite / "conftest.py").write_text(CONFTEST)
     roles: dict[str, dict[str, str]] = {}
     for task_id, task_file in demo_tasks().items():
-        naive = task_file.with_name(task_file.name.replace(".task.yaml", ".naive.yaml"))
+        naive = task_file.with_name(yaml.safe_load(task_file.read_text())["naive_solution"])
         roles[task_id] = {"reference": task_id, "naive": f"{task_id}.naive", "null": f"{task_id}.null"}
         _copy(task_file, task_id, None, suite, data)
         _copy(task_file, f"{task_id}.naive", naive, suite, data)
