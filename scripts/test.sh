@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command: set up, then run the plugin's own tests on both cores.
+# The project's test command: set up, then run the plugin's own tests on the machine's cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test || exit 1
@@ -17,8 +17,11 @@ fi
 python3 -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache \
     > "$logs/lint.txt" 2>&1 &
 lint_pid=$!
-# --dist loadgroup: tests marked xdist_group run on one worker (the executor tests share one Ray cluster)
-python3 -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider "$@" 2>&1 | tee "$logs/pytest.txt"
+# --dist loadgroup: tests marked xdist_group run on one worker (the executor tests share one Ray cluster).
+# One worker more than the cores (AMB_TEST_WORKERS overrides): the Ray cluster's tests, the Docker engine's
+# start and the long-polls mostly wait, and a third worker uses the core they leave.
+workers=${AMB_TEST_WORKERS:-$(( $(nproc) + 1 ))}
+python3 -m pytest tests -n "$workers" --dist loadgroup -p no:cacheprovider "$@" 2>&1 | tee "$logs/pytest.txt"
 rc=${PIPESTATUS[0]}
 wait "$lint_pid"
 contracts=$?
