@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The red team's unprivileged leg: the harness started by an ordinary user (not root), so the local
 # sandbox isolates with bubblewrap's user namespace (--unshare-user --disable-userns), the seccomp
-# filter and no capabilities. Run as root on a CI machine (it drops to USER_ID, default nobody):
+# filter and no capabilities; with the sandbox's low points (tests/test_sandbox_edges.py: pid 1 not
+# traceable, no AF_VSOCK, no host path in /proc/1/cmdline). Run as root on a CI machine (it drops to
+# USER_ID, default nobody):
 #   bash scripts/redteam_unprivileged.sh            a subset: every privilege case and a few classics
 #   AMB_RT_CASES='*' bash scripts/redteam_unprivileged.sh     every case
 #
@@ -40,7 +42,8 @@ esac
 exec setpriv --reuid="$uid" --regid="$uid" --clear-groups \
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$work/home" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 \
       PYTHONPATH="$checkout" AMB_RT_CASES="$AMB_RT_CASES" \
-  "$PY" -m pytest -p no:cacheprovider "$checkout/tests/test_redteam.py" -k local -q \
+  "$PY" -m pytest -p no:cacheprovider "$checkout/tests/test_redteam.py" "$checkout/tests/test_sandbox_edges.py" \
+      -k "local or sandbox_edges" -q \
       --basetemp="$work/home/pytest"
 INNER
 echo "redteam_unprivileged: done in $(( $(date +%s) - started )) s as uid $USER_ID"
