@@ -75,7 +75,7 @@ def test_wheel_installs_and_runs_the_demo_suite_outside_the_checkout(tmp_path, v
 
     automedbench = str(venv_dir / "bin" / "automedbench")
     metrics = work / "m.json"
-    metrics.write_text('{"dice": 0.5}')
+    metrics.write_text('{"dice": 0.5, "lesion_f1": 0.6, "lesion_count_diff": 3.0, "abs_volume_diff": 6.0}')  # every metric
     assert "rexmle-isles22 [ReX-MLE: isles22]" in _run([automedbench, "rank", "rexmle-isles22", "--metrics",
                                                          str(metrics)], work, env)
     installed_demo = _run([automedbench, "suites", "--path", "demo"], work, env).strip()
