@@ -2,6 +2,7 @@
 snapshots) is not the agent's time: a slow check never ends a run at its time limit (issue 24)."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -110,8 +111,6 @@ def pytest_amb_make_sandbox(name, sandbox_config, config):
 
 def test_the_sandbox_close_is_not_the_agent_time(tiny_suite, pytester):
     """result.json's timings.agent_s ends with the agent's loop: the sandbox's teardown (8 s here) is not in it."""
-    import json
-
     (tiny_suite / "conftest.py").write_text(SLOW_CLOSE)
     started = time.monotonic()
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-replay-cells=0")
