@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -162,6 +163,32 @@ def test_runs_no_node_can_take_are_refused_at_start(cluster, tmp_path):
     assert "online" in err and "network: true" in err
     assert "segmentation/fits" not in err
     assert time.monotonic() - started < 120
+    assert not results(tmp_path) and not amb_actors_left(cluster)
+
+
+def test_nodes_that_cannot_call_the_models_are_refused_at_start(cluster, tmp_path):
+    """The controller has the judge's key and its endpoint answers; the nodes' environment (the
+    cluster's, started without the key) lacks it: placement asks each node, and the session stops at
+    start naming each node and the variable, before any run is submitted."""
+    import socket
+
+    from executor_cluster import RAY_ENV, session_cmd
+    from inner_session import inner_env
+
+    if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        pytest.skip("the test cluster's nodes have this session's Anthropic key")
+    write_suite(tmp_path, {"keyed": [SOLVE]})
+    with socket.socket() as listener:  # answers a connection (the start check sends no request)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        env = inner_env(tmp_path, **RAY_ENV, ANTHROPIC_API_KEY="sk-controller-only",
+                        ANTHROPIC_BASE_URL=f"http://127.0.0.1:{listener.getsockname()[1]}")
+        p = subprocess.run(session_cmd(tmp_path, *ray_args(cluster), "--amb-judge=claude"), cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=240)
+    assert p.returncode == 4, p.stdout[-2000:] + p.stderr[-2000:]  # a usage error, nothing submitted
+    err = p.stderr
+    assert "1 run(s) cannot be placed" in err and "keyed" in err, err[-2000:]
+    assert err.count("cannot call the session's models from there: --amb-judge=claude: no API key") == 2, err[-2000:]
     assert not results(tmp_path) and not amb_actors_left(cluster)
 
 

@@ -185,3 +185,56 @@ def test_no_key_travels_to_a_node(monkeypatch):
     blob = pickle.dumps(_spec(settings=portable_settings(RunSettings(model="claude"))))
     assert b"SECRET" not in blob
     assert namespace_for("/a/runs") == namespace_for("/a/runs/") != namespace_for("/b/runs")
+
+
+def test_a_node_that_cannot_call_the_models_takes_no_runs():
+    assert node_refusal(_spec(), _node(models=["--amb-judge=claude: no API key: set ANTHROPIC_API_KEY"]),
+                        "none") == "cannot call the session's models from there: --amb-judge=claude: no API key: " \
+                                   "set ANTHROPIC_API_KEY"
+
+
+def _dead_port() -> int:
+    with socket.socket() as s:  # bound, never listening: a connection is refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_model_problems_are_the_keys_then_the_endpoints_of_this_environment(monkeypatch, tmp_path):
+    """What a node checks from its own environment: the key first (no connection tried without it),
+    then the endpoint; `--amb-upstream-check=off` leaves the connection out, never the key."""
+    from pytest_automedbench.run.reach import model_problems
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    url = f"http://127.0.0.1:{_dead_port()}"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    settings = RunSettings(judge="claude", runs_dir=tmp_path)
+    (line,) = model_problems(settings)
+    assert line.startswith("--amb-judge=claude:") and "ANTHROPIC_API_KEY" in line
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    (line,) = model_problems(settings)
+    assert f"nothing answers at {url} (ANTHROPIC_BASE_URL)" in line
+    assert model_problems(RunSettings(judge="claude", runs_dir=tmp_path, upstream_check="off")) == []
+    assert model_problems(RunSettings(runs_dir=tmp_path)) == []  # the reference agent and heuristic judge call none
+
+
+def test_a_node_without_the_key_ends_the_run_before_it_starts_as_an_infra_error(monkeypatch, tmp_path):
+    """The node's process (Ray's slot and Slurm's job alike) checks the session's models from the
+    node's own environment before the agent starts: no run is made, the outcome names the node and the
+    variable, and carries a signature the controller counts as an outage (run/outages.py)."""
+    from pytest_automedbench.executors import node
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    runs_dir = tmp_path / "runs"
+    spec = _spec(settings=portable_settings(RunSettings(judge="claude", runs_dir=runs_dir)),
+                 task_path=str(tmp_path / "never-read.task.yaml"))
+    job = {"spec": spec, "session": "controller", "runs_dir": str(runs_dir), "data_dir": str(tmp_path), "gpus": [],
+           "node": {"executor": "slurm", "host": "gpu7"}}
+    (tmp_path / "spec.pickle").write_bytes(pickle.dumps(job))
+    assert node.run(tmp_path / "spec.pickle", tmp_path / "outcome.json") == 0
+    outcome = json.loads((tmp_path / "outcome.json").read_text())
+    assert outcome["kind"] == "error" and outcome["saved"] is None
+    assert "on node gpu7, before the agent started" in outcome["error"] and "ANTHROPIC_API_KEY" in outcome["error"]
+    assert outcome["signature"].startswith("node gpu7: --amb-judge=claude")
+    assert not runs_dir.exists()  # nothing was started

@@ -247,3 +247,28 @@ def test_a_run_under_conditions_is_accepted_with_its_own_id(tmp_path):
     out, _ = p.communicate(timeout=240)
     assert p.returncode == 0, out[-3000:]
     check_conditions_run(tmp_path, out)
+
+
+def test_a_node_that_cannot_call_the_models_errors_its_runs_before_they_start_and_the_session_stops(tmp_path):
+    """The controller has the judge's key and its endpoint answers; the compute node's environment
+    lacks the key: each job ends before its agent starts, as an infrastructure error naming the node
+    and the variable (no run folder, no score), and after three identical ones the session stops as
+    for an outage (the fourth run is not waited for)."""
+    import socket
+
+    write_suite(tmp_path, {"tiny-k": [SOLVE]})
+    with socket.socket() as listener:  # answers a connection (the start check sends no request)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        env = dict(slurm_env(tmp_path), ANTHROPIC_API_KEY="sk-controller-only",
+                   ANTHROPIC_BASE_URL=f"http://127.0.0.1:{listener.getsockname()[1]}",
+                   AMB_SLURM_SHIM_NODE_UNSET="ANTHROPIC_API_KEY,ANTHROPIC_AUTH_TOKEN")
+        p = subprocess.run(session_cmd(tmp_path, *slurm_args(tmp_path, "--amb-judge=claude", "--amb-repeats=4")),
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out[-3000:]
+    host = socket.gethostname()  # the shim's jobs run here
+    assert f"on node {host}, before the agent started" in out and "ANTHROPIC_API_KEY" in out, out[-3000:]
+    assert f"stopping the session: 3 runs errored on the same upstream failure (node {host}" in out, out[-3000:]
+    assert "3 errors" in out and "passed" not in out
+    assert not results(tmp_path)

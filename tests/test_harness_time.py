@@ -93,6 +93,7 @@ def test_the_guard_reports_its_static_check_as_harness_time(tmp_path):
     assert result.harness_s > 0
     assert result.harness_s <= took
     assert took < 5.0, took
+    guard.cleanup()
 
 
 SLOW_CLOSE = '''

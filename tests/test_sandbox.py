@@ -286,6 +286,35 @@ def test_cleanup_runs_on_ctrl_c(backend, folders, request):
         assert sb._cgroups.dirs == [] and sb._tmp is None
 
 
+def test_a_sandbox_that_fails_to_start_leaves_nothing_behind(folders, monkeypatch):
+    """`with` runs no __exit__ when __enter__ raises: a start that fails part-way (the public folder
+    gone; the cgroups refused after the reserve and the temp folder were made) still removes the
+    guard folder and what the start had made."""
+    from pytest_automedbench.sandbox import local
+    from pytest_automedbench.sandbox.base import SandboxError
+
+    (folders / "public").rmdir()
+    guarded = PolicyGuard(LocalSandbox(config(folders)))
+    with pytest.raises(SandboxError, match="public data folder missing"):
+        with guarded:
+            pass
+    assert not guarded.files.host_dir.exists()
+
+    (folders / "public").mkdir()
+
+    def refuse(*args, **kwargs):
+        raise OSError("cgroups refused")
+
+    monkeypatch.setattr(local.Cgroups, "make", staticmethod(refuse))
+    inner = LocalSandbox(config(folders))
+    guarded = PolicyGuard(inner)
+    with pytest.raises(OSError, match="cgroups refused"):
+        with guarded:
+            pass
+    assert not guarded.files.host_dir.exists()
+    assert inner._tmp is None and inner._reserve is None
+
+
 @pytest.mark.parametrize("code", [
     "# the labels are private, so we only use the public images\nimport psutil; print(psutil.virtual_memory())",
     "import os\nprint(os.path.join(os.environ['AMB_OUTPUT_DIR'], 'case_000.nii.gz'))",

@@ -103,6 +103,7 @@ class NodeFacts:
     isolation: str = "?"
     data: dict[str, str | None] = field(default_factory=dict)  # data_key -> manifest hash (None: absent)
     problems: dict[str, str] = field(default_factory=dict)  # data_key -> why its copy is unusable (failed its check)
+    models: list[str] = field(default_factory=list)  # why the node cannot call the session's models (keys, endpoints)
 
 
 class Executor(Protocol):

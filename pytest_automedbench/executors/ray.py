@@ -43,7 +43,7 @@ import pytest
 from ..util import safefs
 from ..record import result as run_result
 from ..store.run_folders import RunFolder, session_id, settle
-from .base import ExecutorError, InfraError, NodeFacts, Placement, RunSpec, namespace_for
+from .base import ExecutorError, InfraError, NodeFacts, Placement, RunSpec, namespace_for, portable_settings
 from .ray_registry import registry
 from .saving import save_errored
 
@@ -77,13 +77,21 @@ def needs(p: Placement) -> dict[str, float]:
     return out
 
 
-def node_refusal(spec: RunSpec, node: NodeFacts, isolation: str) -> str | None:
-    """Why `node` cannot take the run, or None."""
+def lacks(spec: RunSpec, node: NodeFacts) -> str | None:
+    """What of the run's resources `node` lacks, or None."""
     for name, amount in needs(spec.placement).items():
         have = node.resources.get(name, 0.0)
         if have < amount:
             what = {"memory": f"{have / (1 << 30):.1f} GB memory"}.get(name, f"{have:g} {name}")
             return f"has {what}"
+    return None
+
+
+def node_refusal(spec: RunSpec, node: NodeFacts, isolation: str) -> str | None:
+    """Why `node` cannot take the run, or None."""
+    short = lacks(spec, node)
+    if short:
+        return short
     if spec.data_hash is not None:
         if node.problems.get(spec.data_key):
             return f"holds data {spec.data_key} that is unusable: {node.problems[spec.data_key]}"
@@ -93,6 +101,8 @@ def node_refusal(spec: RunSpec, node: NodeFacts, isolation: str) -> str | None:
                     "(prepare once and share the data dir, or copy it to the node)")
     if isolation != "none" and node.isolation == "none":
         return f"its sandbox has no isolation (the controller's has {isolation})"
+    if node.models:  # from the node's own environment: the runs there would fail before any work
+        return "cannot call the session's models from there: " + "; ".join(node.models)
     return None
 
 
@@ -122,6 +132,7 @@ class RayExecutor:
 
         self.actor_class = ray.remote(RunActor)
         self.nodes: list[NodeFacts] = []
+        self.models = portable_settings(settings)  # each node checks it can call the session's models
         self.pinned: dict[str, list[str]] = {}  # run id -> the node ids that may take it (when not all)
         self.specs: dict[str, RunSpec] = {}
         self.runs: dict[str, _Run] = {}  # run id -> its state, until its test collects it
@@ -158,7 +169,7 @@ class RayExecutor:
         nodes = [NodeFacts(node_id=n["NodeID"], host=n.get("NodeManagerHostname", "?"),
                            resources=dict(n.get("Resources") or {})) for n in alive]
         useful = {f.node_id for f in nodes for spec in self.specs_checked
-                  if node_refusal(_without_data(spec), f, "none") is None}
+                  if lacks(spec, f) is None}
         answers: dict[str, dict] = {}
         pending = {sl.where_ref: sl for sl in self.slots.values() if sl.where_ref is not None and sl.facts is None}
         deadline = time.monotonic() + PREWARM_WAIT_S
@@ -177,7 +188,8 @@ class RayExecutor:
                 answers.setdefault(sl.facts["node_id"], sl.facts)
         missing = [n for n in alive if n["NodeID"] not in answers and n["NodeID"] in useful]
         refs = {n["NodeID"]: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote(str(self.settings.data_dir), self._keys, self.settings.sandbox, self.registry, self._known)
+                .remote(str(self.settings.data_dir), self._keys, self.settings.sandbox, self.registry, self._known,
+                        self.models)
                 for n in missing}
         for n in missing:
             try:
@@ -191,7 +203,8 @@ class RayExecutor:
             facts.append(NodeFacts(node_id=n["NodeID"], host=got["host"], resources=dict(n.get("Resources") or {}),
                                    isolation=got["isolation"],
                                    data={k: (data.get(k) or {}).get("hash") for k in self._keys},
-                                   problems={k: v["problem"] for k, v in data.items() if (v or {}).get("problem")}))
+                                   problems={k: v["problem"] for k, v in data.items() if (v or {}).get("problem")},
+                                   models=list(got.get("models") or [])))
         return facts
 
     def refusals(self, specs: list[RunSpec]) -> dict[str, str]:
@@ -225,9 +238,9 @@ class RayExecutor:
                 per_node = "; ".join(f"node {n.host} {n.node_id[:8]}: {reasons[n.node_id]}" for n in self.nodes)
                 out[spec.run_id] = (f"no node of the Ray cluster can take it (needs {spec.placement.describe()}): "
                                     f"{per_node or 'the cluster has no alive node'}")
-            elif any(n.node_id not in ok and node_refusal(_without_data(spec), n, isolation) is None
-                     for n in self.nodes):
-                self.pinned[spec.run_id] = ok  # some nodes have the resources but not the data or isolation
+            elif any(n.node_id not in ok and lacks(spec, n) is None for n in self.nodes):
+                # some nodes have the resources but not the data, the isolation or the models' reach
+                self.pinned[spec.run_id] = ok
         return out
 
     def _strategy(self, spec: RunSpec):
@@ -292,7 +305,7 @@ class RayExecutor:
             for _ in range(count):
                 slot = self._new_slot(group[0], strategy="DEFAULT")
                 slot.where_ref = slot.actor.where.remote(str(self.settings.data_dir), self._keys, self.settings.sandbox,
-                                                         self.registry, self._known)
+                                                         self.registry, self._known, self.models)
 
     def _new_slot(self, spec: RunSpec, strategy=None) -> "_Slot":
         p = spec.placement
@@ -537,6 +550,7 @@ class RayExecutor:
         if outcome.get("kind") == "skip":
             pytest.skip(outcome["error"])
         err = ExecutorError(f"{spec.name} (on {state['node']['host']}): {outcome['error']}")
+        err.signature = outcome.get("signature")  # an upstream failure on the node: counted as the controller's own
         if outcome.get("saved"):
             run_result.with_saved_run(err, outcome["saved"], placed or Path(outcome["saved_path"]))
         raise err
@@ -624,9 +638,3 @@ class _Run:
     state: dict | None = None
     error: BaseException | None = None
     slot_losses: int = 0  # slots that died before the run began on them (no attempt counted)
-
-
-def _without_data(spec: RunSpec) -> RunSpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, data_hash=None)

@@ -191,6 +191,7 @@ class SlurmExecutor:
         if outcome.get("kind") == "skip":
             pytest.skip(outcome["error"])
         err = ExecutorError(f"{spec.name} (Slurm): {outcome['error']}")
+        err.signature = outcome.get("signature")  # an upstream failure on the node: counted as the controller's own
         if outcome.get("saved"):
             run_result.with_saved_run(err, outcome["saved"], outcome["saved_path"])
         raise err

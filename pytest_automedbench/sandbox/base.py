@@ -103,7 +103,11 @@ class Sandbox(abc.ABC):
         }
 
     def __enter__(self) -> "Sandbox":
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # `with` runs no __exit__ when __enter__ raises: what start made goes here
+            self.cleanup()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from ..agents.registry import AGENT_FORMS
 from ..sandbox.isolation import ENV as ISOLATION_ENV  # the env twin of --amb-unsafe-no-isolation
-from .settings import EXECUTORS, TIER_CHOICES, BridgeSettings, ExecutorSettings, Factories, RunSettings, \
-    SandboxOptions, SettingsError
+from .settings import EXECUTORS, TIER_CHOICES, UPSTREAM_CHECKS, BridgeSettings, ExecutorSettings, Factories, \
+    RunSettings, SandboxOptions, SettingsError
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,8 @@ OPTIONS = (
            "stop the session after N runs errored on the same model-provider failure (connection, timeout, 5xx, 429, "
            "key refused), none scored between them (default 3; 0: never)"),
     Option("upstream-check", "connect", str,
-           "at start, check that each model endpoint the session calls answers a connection (no request is sent): "
-           "connect or off"),
+           "at start (and on each cluster node, before its runs), check that each model endpoint the session calls "
+           "answers a connection (no request is sent): connect or off"),
     Option("agent-models", None, str,
            "bridged agents: models by role, e.g. chat=claude-sonnet-4-6,small=claude-haiku-4-5,"
            "embedding=openai:text-embedding-3-small (roles chat, feedback, small, embedding; default: the --amb-model's)",
@@ -327,6 +327,10 @@ def settings_from(config) -> RunSettings:
         prices = load_prices(Path(prices_file).expanduser() if prices_file else None)
     except PriceFileError as e:
         raise SettingsError(f"--amb-prices: {e}") from None
+    upstream_check = option("amb_upstream_check")
+    if upstream_check not in UPSTREAM_CHECKS:
+        raise SettingsError(f"--amb-upstream-check={upstream_check}: expected connect or off"
+                            f"{did_you_mean(upstream_check, UPSTREAM_CHECKS)}")
     bridge = bridge_settings(option)
     check_bridged(option("amb_model"), bridge.agent_models)
     return RunSettings(
@@ -361,6 +365,7 @@ def settings_from(config) -> RunSettings:
         progress=progress,
         progress_interval_s=option("amb_progress_interval"),
         executor=executor_settings(option),
+        upstream_check=upstream_check,
     )
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the settings module stays cheap to import (every xdist work
     from ..tasks import LoadedTask
 
 TIER_CHOICES = ("lite", "standard", "pro", "all")
+UPSTREAM_CHECKS = ("connect", "off")  # --amb-upstream-check
 EXECUTORS = ("local", "ray", "slurm")  # --amb-executor (executors/)
 
 class SettingsError(ValueError):
@@ -170,6 +171,7 @@ class RunSettings:
     bridge: BridgeSettings = field(default_factory=BridgeSettings)  # bridged agents (agents/bridged)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)  # where runs execute (executors/)
     unsafe_no_isolation: bool = False  # --amb-unsafe-no-isolation (sandbox/isolation.py; its env twin is read there)
+    upstream_check: str = "connect"  # --amb-upstream-check: connect (each model endpoint at start, and on each node) or off
 
     @functools.cached_property
     def price_table(self) -> Mapping[str, "Price"]:

@@ -148,124 +148,24 @@ def check_baseline(s: RunSettings) -> None:
 
 
 # -- what the session needs from outside: keys, model endpoints that answer, folders it can write -----------
-UPSTREAM_CHECK_S = 5.0  # seconds to connect (and shake hands) with each model endpoint at start
-_VENDORS = {  # vendor -> (base-URL variable, key variables, default base URL)
-    "anthropic": ("ANTHROPIC_BASE_URL", ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "https://api.anthropic.com"),
-    "openai": ("OPENAI_BASE_URL", ("OPENAI_API_KEY",), "https://api.openai.com/v1"),
-}
-
-
 def check_session_needs(settings: RunSettings, config) -> None:
     """Before the first run: a key for every model the session calls (the agent, the LLM judge; a
     bridged agent's roles are checked with its options), each model endpoint answering a connection
     (``--amb-upstream-check=connect``, the default; no request is sent, so nothing is paid), and the
     runs and report folders writable (checked by the plugin once benchmark items are collected: a
-    pytest session that runs none must start anywhere). One line per problem, each naming the option or variable.
+    pytest session that runs none must start anywhere). One line per problem, each naming the option or
+    variable. A cluster's nodes check the same from their own environment (`model_problems`: the Ray
+    executor's placement check, and each node's run before its agent starts).
 
     Not under ``--collect-only`` (nothing runs) nor in a pytest-xdist worker (the controller checked)."""
     if getattr(config.option, "collectonly", False) or hasattr(config, "workerinput"):
         return
-    from .options import read_option
-
-    mode = read_option(config, "amb_upstream_check", str) or "connect"
-    if mode not in ("connect", "off"):
-        raise SettingsError(f"--amb-upstream-check={mode}: expected connect or off{did_you_mean(mode, ('connect', 'off'))}")
     # the runs and report folders are checked once benchmark items are collected (plugin.py)
-    endpoints, key_lines = model_endpoints(settings)
-    problems = list(key_lines)
-    if mode == "connect" and not key_lines:
-        problems += [line for line in (endpoint_problem(*e) for e in endpoints) if line]
+    from ..run.reach import model_problems
+
+    problems = model_problems(settings)
     if problems:
         raise SettingsError("\n".join(problems))
-
-
-def model_endpoints(settings: RunSettings) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """([(who, base URL, where the URL comes from)], [a line per missing key]) for the session's models."""
-    import os
-
-    found: list[tuple[str, str, str]] = []
-    problems: list[str] = []
-    for option, spec in (("--amb-model", settings.model), ("--amb-judge", settings.judge)):
-        kind = (spec or "").partition(":")[0]
-        if kind in ("claude", "gpt", "openai"):
-            from ..judge.deciding.llm import judge_problem  # the same key rules as the judge's own check
-
-            problem = judge_problem(spec)
-            if problem:
-                problems.append(f"{option}={spec}: {problem}")
-                continue
-            vendor = "anthropic" if kind == "claude" else "openai"
-            var, _, default = _VENDORS[vendor]
-            found.append((f"{option}={spec}", os.environ.get(var) or default, var if os.environ.get(var) else
-                          f"the default; {var} changes it"))
-        elif option == "--amb-model" and kind in _bridged_kinds():
-            found += _bridged_endpoints(settings)
-    seen: set[str] = set()
-    unique = [e for e in found if not (e[1].rstrip("/") in seen or seen.add(e[1].rstrip("/")))]
-    return unique, problems
-
-
-def _bridged_kinds() -> tuple[str, ...]:
-    from ..agents import BRIDGED_KINDS
-
-    return BRIDGED_KINDS
-
-
-def _bridged_endpoints(settings: RunSettings) -> list[tuple[str, str, str]]:
-    """A bridged agent's providers (their keys were checked with --amb-agent-models, options.py)."""
-    import os
-
-    from ..agents import AgentError
-    from ..agents.bridged import routes_for
-    from ..gateway.providers import providers_from_env
-
-    kind, _, arg = settings.model.partition(":")
-    try:
-        routes = routes_for(kind, arg or None, settings.bridge.agent_models)
-    except AgentError:
-        return []
-    providers = providers_from_env()
-    out = []
-    for wire in sorted({r.wire for r in routes.values()}):
-        provider = providers.get(wire)
-        if provider is not None:
-            var, _, _ = _VENDORS[wire]
-            out.append((f"--amb-model={settings.model} (the gateway's {wire} provider)", provider.base_url,
-                        var if os.environ.get(var) else f"the default; {var} changes it"))
-    return out
-
-
-def endpoint_problem(who: str, url: str, source: str) -> str | None:
-    """None when `url`'s server accepts a connection (and a TLS handshake for https) within
-    UPSTREAM_CHECK_S, through the proxy the environment names if any; else one line naming the URL."""
-    import socket
-    import ssl
-    import urllib.request
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{who}: {url!r} ({source}) is not an http(s) URL"
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return f"{who}: {url!r} ({source}) has a bad port"
-    proxy = None
-    if not urllib.request.proxy_bypass(parts.hostname):
-        proxy = urllib.request.getproxies().get(parts.scheme)
-    where = (urlsplit(proxy).hostname, urlsplit(proxy).port or 80) if proxy else (parts.hostname, port)
-    via = f" through the proxy {proxy}" if proxy else ""
-    try:
-        with socket.create_connection(where, timeout=UPSTREAM_CHECK_S) as sock:
-            if parts.scheme == "https" and not proxy:
-                with ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname):
-                    pass
-    except ssl.SSLError as e:
-        return f"{who}: the TLS handshake with {url} ({source}) failed: {e.reason or e}"
-    except OSError as e:
-        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e) or type(e).__name__)
-        return f"{who}: nothing answers at {url} ({source}){via}: {why}"
-    return None
 
 
 def folder_problems(settings: RunSettings) -> list[str]:
