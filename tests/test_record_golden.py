@@ -1,7 +1,7 @@
 """Behaviour unchanged by the typed record (issue 34): the demo tasks' result.json, masked
 (golden_results.py), is what the commit before the record made, apart from the fields added since
-(`timings`, and this wave's judge version 7, missing-stage policy and S4 guards, re-made with unchanged
-scores). The demo data is built from a fixed seed (amb_fixed_secret.py; it is otherwise secret and
+(`timings`, and this wave's judge version 7, missing-stage policy, S4 guards and `vqa_error_codes`,
+re-made with unchanged scores). The demo data is built from a fixed seed (amb_fixed_secret.py; it is otherwise secret and
 fresh per build). Re-make the golden file with golden_results.py when a change of scores is meant."""
 from __future__ import annotations
 

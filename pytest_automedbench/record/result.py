@@ -86,6 +86,8 @@ class RunResult(BaseModel):
     medal: StrictStr | None = None
     failure_mode: StrictStr | None = Field(description="why the run fell short (None: it did not)")
     error_codes: list[dict[str, Any]] = Field(default_factory=list)
+    vqa_error_codes: list[dict[str, Any]] | None = Field(
+        default=None, description="vqa runs only: eval_vqa's coded taxonomy (HAL001 ... PLC001) the run shows")
     violations: list[dict[str, Any]] = Field(default_factory=list)
     turns: StrictInt | None = 0
     wall_time_s: Number | None = 0.0

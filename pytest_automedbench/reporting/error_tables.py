@@ -1,4 +1,5 @@
-"""The AutoMedBench paper's error analysis as tables and terminal lines (errors.summarize's output)."""
+"""The AutoMedBench paper's error analysis as tables and terminal lines (errors.summarize's output), and
+eval_vqa's coded taxonomy over the vqa runs beside it (vqa_codes.summarize_vqa's output)."""
 from __future__ import annotations
 
 from ..scoring import failure_codes as errors
@@ -48,12 +49,43 @@ def error_code_table(analysis: dict) -> Table:
                Column("title", "what it means", "meaning", 10, numeric=False, wrap=True)]
     body = []
     for code, row in (analysis.get("codes") or {}).items():
-        body.append([Cell(code), Cell(errors.family_of(row["family"]).tag),
+        body.append([Cell(code), Cell(row.get("ecode") or errors.family_of(row["family"]).tag),
                      Cell(str(row["count"]), sort=row["count"]), Cell(fmt_pct(row["share"]), sort=row["share"]),
                      Cell(_overall_text(row["mean_overall_with"]), sort=row["mean_overall_with"]),
                      Cell(_overall_text(row["mean_overall_without"]), sort=row["mean_overall_without"]),
                      Cell(_drop_text(row["relative_drop"]), sort=row["relative_drop"]), Cell(row.get("title") or "")])
     return Table("Error codes", columns, body, id="error-codes")
+
+
+def vqa_code_table(vqa: dict) -> Table:
+    """eval_vqa's coded taxonomy: each code the vqa runs showed, its category and the paper's family."""
+    columns = [Column("code", "code", priority=100, identity=True, numeric=False),
+               Column("category", "eval_vqa category", "category", 90, numeric=False),
+               Column("tag", "family", priority=95, numeric=False, help="the paper's family (E-code) it maps to"),
+               Column("runs", "vqa runs with", "runs", 60),
+               Column("share", "share of vqa runs", "share", 85),
+               Column("with", "Overall with", "with", 80), Column("without", "Overall without", "w/o", 80),
+               Column("drop", "difference", "diff", 70, help="(with - without) / without"),
+               Column("title", "what it means", "meaning", 10, numeric=False, wrap=True)]
+    body = [[Cell(code), Cell(row["category"]), Cell(errors.family_of(row["family"]).display),
+             Cell(str(row["count"]), sort=row["count"]), Cell(fmt_pct(row["share_of_runs"]), sort=row["share_of_runs"]),
+             Cell(_overall_text(row["mean_overall_with"]), sort=row["mean_overall_with"]),
+             Cell(_overall_text(row["mean_overall_without"]), sort=row["mean_overall_without"]),
+             Cell(_drop_text(row["relative_drop"]), sort=row["relative_drop"]), Cell(row.get("title") or "")]
+            for code, row in (vqa.get("codes") or {}).items()]
+    return Table("VQA error codes (AutoMedBench eval_vqa's coded taxonomy, by family)", columns, body,
+                 [vqa_line(vqa)], id="error-vqa")
+
+
+def vqa_line(vqa: dict) -> str:
+    """One line: the vqa runs' eval_vqa codes, each with the family it maps to ("" without vqa runs)."""
+    if not vqa.get("runs"):
+        return ""
+    codes = vqa.get("codes") or {}
+    shown = ", ".join(f"{c} ({row['category']}, {errors.family_of(row['family']).tag}) in {row['count']}"
+                      for c, row in codes.items())
+    return (f"eval_vqa's coded taxonomy over {vqa['runs']} vqa run(s), apart from the shares above: "
+            + (shown if shown else "no code"))
 
 
 def left_out_text(a: dict) -> str:
@@ -96,4 +128,5 @@ def error_share_lines(analysis: dict, names: dict[str, str] | None = None) -> li
                    f"{shares}; codes: {codes}; Overall {_overall_text(a['mean_overall_with_codes'])} with codes, "
                    f"{_overall_text(a['mean_overall_without_codes'])} without ({_drop_text(a['relative_drop'])})")
     left_out = left_out_text(analysis.get("all") or {})
-    return out + ([left_out] if left_out else [])
+    vqa = vqa_line((analysis.get("all") or {}).get("vqa") or {})
+    return out + [x for x in (vqa, left_out) if x]

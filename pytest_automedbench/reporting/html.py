@@ -65,8 +65,8 @@ def conversation_steps(conversation: list[dict], trace: list[dict]) -> list[dict
 
 VIEW_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
              "completion_rate", "format_valid", "stages", "medal", "failure_mode", "turns", "wall_time_s", "tokens",
-             "cost_usd", "violations", "error_codes", "task_metrics", "stage_evidence", "started_at", "ended_by",
-             "submitted", "api_calls", "judge", "comparable", "not_comparable", "errored", "error", "rexmle",
+             "cost_usd", "violations", "error_codes", "vqa_error_codes", "task_metrics", "stage_evidence", "started_at",
+             "ended_by", "submitted", "api_calls", "judge", "comparable", "not_comparable", "errored", "error", "rexmle",
              "gpu", "settings", "mlebench", "band_medal", "timings")
 
 
@@ -85,7 +85,7 @@ def run_view(result: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
     view = {k: result.get(k) for k in VIEW_KEYS}
     view["shown_medal"] = rexmle.run_medal(result)
     view["model_id"] = (result.get("provenance") or {}).get("model_id")
-    for code in view.get("error_codes") or []:
+    for code in (view.get("error_codes") or []) + (view.get("vqa_error_codes") or []):
         if isinstance(code, dict):
             code["tag"] = errors.family_of(code.get("family")).tag
     return {"result": view, "plan_md": plan_md, "plan_png": plan_png,

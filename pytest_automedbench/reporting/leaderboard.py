@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from ..scoring import failure_codes as errors
+from ..scoring.vqa_codes import summarize_vqa
 from . import rexmle
 from .stats import summarize
 from .tables import model_id_of
@@ -151,5 +152,6 @@ def error_analysis(runs: list[dict[str, Any]]) -> dict[str, Any]:
     by_model: dict[str, list] = defaultdict(list)
     for r in comparable_runs:
         by_model[str(r.get("model"))].append(r)
-    return {"all": {**errors.summarize(comparable_runs), "rexmle_runs_left_out": left_out},
+    return {"all": {**errors.summarize(comparable_runs), "rexmle_runs_left_out": left_out,
+                    "vqa": summarize_vqa(comparable_runs)},  # eval_vqa's coded taxonomy, apart (not in the shares)
             "models": {m: errors.summarize(rs) for m, rs in sorted(by_model.items())}}

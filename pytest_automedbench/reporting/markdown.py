@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .ablation import solution_table
-from .error_tables import error_code_table, error_family_table
+from .error_tables import error_code_table, error_family_table, vqa_code_table
 from .rexmle import rexmle_table
 from .seeds import seeds_table
 from .tables import BAND_NOTE, Table, automedbench_table, level_table
@@ -50,6 +50,8 @@ def report_tables(doc: dict) -> list[Table]:
         tables.append(error_family_table(analysis["all"]))
         if analysis["all"]["codes"]:
             tables.append(error_code_table(analysis["all"]))
+        if (analysis["all"].get("vqa") or {}).get("codes"):
+            tables.append(vqa_code_table(analysis["all"]["vqa"]))
     return tables
 
 

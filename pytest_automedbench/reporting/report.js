@@ -90,8 +90,15 @@ function show(i) {
   const codes = r.error_codes || [];
   box.append(el('h4', {}, `Error codes (${codes.length})`));
   if (!codes.length) box.append(el('p', {class: 'muted'}, 'none fired'));
-  for (const c of codes) box.append(el('p', {}, el('span', {class: 'code fam-' + (c.tag || '')}, c.tag || c.family || '?'), el('b', {}, c.code), ` (${c.family}) `,
-    c.title ? el('span', {class: 'muted'}, c.title + ': ') : '', typeof c.evidence === 'string' ? c.evidence : JSON.stringify(c.evidence)));
+  const codeLine = (c, kind) => el('p', {}, el('span', {class: 'code fam-' + (c.tag || '')}, c.tag || c.family || '?'), el('b', {}, c.code), ` (${kind}) `,
+    c.title ? el('span', {class: 'muted'}, c.title + ': ') : '', typeof c.evidence === 'string' ? c.evidence : JSON.stringify(c.evidence));
+  for (const c of codes) box.append(codeLine(c, c.ecode && c.ecode !== c.tag ? `${c.family}, ${c.ecode}` : c.family));
+  const vqa = r.vqa_error_codes;  // vqa runs only: eval_vqa's coded taxonomy, each mapped to a family
+  if (vqa) {
+    box.append(el('h4', {}, `VQA error codes, eval_vqa's taxonomy (${vqa.length})`));
+    if (!vqa.length) box.append(el('p', {class: 'muted'}, 'none shown'));
+    for (const c of vqa) box.append(codeLine(c, `${c.category}; family ${c.family}`));
+  }
   const viol = r.violations || [];
   if (viol.length) box.append(el('h4', {}, `Violations (${viol.length})`), el('pre', {class: 'err'}, JSON.stringify(viol, null, 1)));
   const ev = r.stage_evidence || {};

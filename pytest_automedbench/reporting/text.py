@@ -148,7 +148,7 @@ def render(doc: dict, width: int | None = None) -> str:
     analysis = doc.get("error_analysis")
     if analysis and (analysis["all"]["runs"] or analysis["all"].get("rexmle_runs_left_out")):
         title = ("Error codes (E1-E5: AutoMedBench's; VER, SUB, TSK: the paper's verification/recovery, submission "
-                 "and task-understanding families; SBX: sandbox):")
+                 "and task-understanding families, VER-S3-ARTEFACTS is eval_vqa's E8; SBX: sandbox):")
         lines = error_share_lines(analysis, shown_names(agg))
         parts.append("\n".join([_wrap(title, width), *(_wrap(x, width) for x in lines)]))
     errored = sum(r.get("errored", 0) for r in agg.get("tasks", []))

@@ -27,6 +27,7 @@ from ..record.trace import RunRecord
 from ..data import TaskData
 from ..executors.base import ExecutorError
 from ..scoring.failure_codes import RunFacts, detect
+from ..scoring.vqa_codes import detect_vqa
 from .gpu_usage import sampler_for
 from ..judge import judge_for, judge_run
 from ..metrics import TrackResult, load_in_background, preflight
@@ -97,7 +98,9 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                         submitted=record.submitted, s4_guard=s4_guards.guard_for(  # VQA's S4 caps (formats)
                             spec.track, outputs, track.n_cases, verdicts, bool(record.code_cells()), data.public),
                         missing_stage_policy=scoring.missing_stage_policy(spec.track))
-    facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages)
+    facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages, s.s4_guards)
+    fired = detect(facts)
+    vqa_fired = detect_vqa(facts, fired)  # None outside the vqa track
     section = _rexmle_section(task, track, outputs, data, record)
     mle = _mlebench_section(task, track)
     return {
@@ -121,7 +124,8 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         **({"not_comparable": track.diagnostics.get("not_comparable")}
            if track.diagnostics.get("comparable") is False else {}),
         "failure_mode": failure_mode(record, track),
-        "error_codes": detect(facts),
+        "error_codes": fired,
+        **({"vqa_error_codes": vqa_fired} if vqa_fired is not None else {}),
         "judge": judge_info,
         **({"rexmle": section} if section else {}),
         **({"mlebench": mle} if mle else {}),

@@ -5,7 +5,8 @@ Every run goes through every detector (`detect`); a fired code carries the evide
 it, and result.json lists them under `error_codes`. `summarize` is the AutoMedBench paper's
 analysis for the reports: each code's and family's share of all fired codes, and the Overall of
 runs with and without each code (the paper: runs with one fired code score 48% lower than runs
-with none). Documented in docs/scoring.md (detectors) and docs/reports.md (E-codes, analysis).
+with none). Documented in docs/scoring.md (detectors) and docs/reports.md (E-codes, analysis). A vqa run also
+gets eval_vqa's coded taxonomy (vqa_codes.py, result.json `vqa_error_codes`) beside these.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ FAMILY_INFO: dict[str, Family] = {f.name: f for f in [
     Family("format", "E5", "E5", "format", "AutoMedBench E5 Format error (output off the spec)"),
     Family("verification", None, "VER", "verification/recovery",
            "the AutoMedBench paper's verification/recovery family (37.7% of fired codes); no E-code in the "
-           "public code (its VQA branch's E8, S3 artefacts never written, is the nearest)"),
+           "public code but its VQA branch's E8 (S3 artefacts never written: VER-S3-ARTEFACTS)"),
     Family("submission", None, "SUB", "submission",
            "the AutoMedBench paper's submission family (38.1% of fired codes); the public code files "
            "missing outputs under E5"),
@@ -77,15 +78,16 @@ def family_of(name: str | None) -> Family:
 
 @dataclass(frozen=True)
 class ErrorCode:
-    """code -> family -> AutoMedBench E-code (through the family)."""
+    """code -> family -> AutoMedBench E-code (through the family, unless the anchor gives the code its own)."""
 
     code: str
     family: str
     title: str
+    own_ecode: str | None = None  # e.g. eval_vqa's E8, in the paper's verification family
 
     @property
     def ecode(self) -> str | None:
-        return FAMILY_INFO[self.family].ecode
+        return self.own_ecode or FAMILY_INFO[self.family].ecode
 
 
 CODES: dict[str, ErrorCode] = {c.code: c for c in [
@@ -102,6 +104,8 @@ CODES: dict[str, ErrorCode] = {c.code: c for c in [
     ErrorCode("VER-UNCHECKED", "verification", "outputs were written but never checked"),
     ErrorCode("VER-UNNOTICED", "verification", "wrong shape, value range or NaN in outputs went unnoticed"),
     ErrorCode("VER-NO-PILOT", "verification", "the full run started without any validation before it"),
+    ErrorCode("VER-S3-ARTEFACTS", "verification", "vqa: the smoke forward passed, but S3's answer_postprocess.py "
+              "and s3_calibration.json were never written and no answer is valid", own_ecode="E8"),
     ErrorCode("SUB-NEVER", "submission", "submit_results was never called"),
     ErrorCode("SUB-MISSING", "submission", "cases missing from the submission"),
     ErrorCode("SUB-PATHS", "submission", "outputs written to wrong paths or names"),
@@ -146,6 +150,7 @@ class RunFacts:
     track_name: str
     inference_only: bool = True
     stages: dict[str, float] | None = None  # S1..S5 scores once judged
+    s4_guards: dict[str, Any] | None = None  # VQA's S4 guards once scored (scoring/s4_guards.py)
 
     @property
     def cells(self) -> list[Cell]:
@@ -161,6 +166,11 @@ Fired = dict[str, Any]  # {"code", "family", "ecode", "title", "evidence"}
 def _fire(code: str, evidence: str) -> Fired:
     c = CODES[code]
     return {"code": c.code, "family": c.family, "ecode": c.ecode, "title": c.title, "evidence": evidence}
+
+
+def ecode_of(code: str, family: str | None) -> str | None:
+    """A fired code's E-code: its own where it has one (E8), else its family's."""
+    return CODES[code].ecode if code in CODES else family_of(family).ecode
 
 
 def _assistant_turns(record: RunRecord) -> list[tuple[int, str]]:
@@ -273,6 +283,10 @@ def verification(f: RunFacts) -> list[Fired]:
                                     for c in cells):
         fired.append(_fire("VER-NO-PILOT", f"full run in cell {full.index} with no pilot or check of a result "
                                            "before it"))
+    from .vqa_codes import s3_never_written  # vqa_codes builds on this module
+
+    if (never := s3_never_written(f)) is not None:
+        fired.append(_fire("VER-S3-ARTEFACTS", never))
     return fired
 
 
@@ -423,7 +437,7 @@ def summarize(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
     def code_row(c: str, n: int) -> dict[str, Any]:
         fam = family_of(family_by_code.get(c))
-        return {"count": n, "share": round(n / total, 4), "family": fam.name, "ecode": fam.ecode,
+        return {"count": n, "share": round(n / total, 4), "family": fam.name, "ecode": ecode_of(c, fam.name),
                 "title": CODES[c].title if c in CODES else "", **_with_without(run_codes, c)}
 
     def family_row(f: str, n: int) -> dict[str, Any]:
