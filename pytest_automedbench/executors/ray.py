@@ -132,7 +132,7 @@ class RayExecutor:
 
         self.actor_class = ray.remote(RunActor)
         self.nodes: list[NodeFacts] = []
-        self.models = portable_settings(settings)  # each node checks it can call the session's models
+        self.portable = portable_settings(settings)  # what a node needs to check it can call the session's models
         self.pinned: dict[str, list[str]] = {}  # run id -> the node ids that may take it (when not all)
         self.specs: dict[str, RunSpec] = {}
         self.runs: dict[str, _Run] = {}  # run id -> its state, until its test collects it
@@ -189,7 +189,7 @@ class RayExecutor:
         missing = [n for n in alive if n["NodeID"] not in answers and n["NodeID"] in useful]
         refs = {n["NodeID"]: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                 .remote(str(self.settings.data_dir), self._keys, self.settings.sandbox, self.registry, self._known,
-                        self.models)
+                        self.portable)
                 for n in missing}
         for n in missing:
             try:
@@ -305,7 +305,7 @@ class RayExecutor:
             for _ in range(count):
                 slot = self._new_slot(group[0], strategy="DEFAULT")
                 slot.where_ref = slot.actor.where.remote(str(self.settings.data_dir), self._keys, self.settings.sandbox,
-                                                         self.registry, self._known, self.models)
+                                                         self.registry, self._known, self.portable)
 
     def _new_slot(self, spec: RunSpec, strategy=None) -> "_Slot":
         p = spec.placement

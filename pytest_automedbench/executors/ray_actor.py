@@ -29,11 +29,11 @@ PROGRESS = "progress.json"  # the run's progress state, written by the node proc
 
 
 def node_facts(data_dir: str, data_keys: list[str], sandbox: str, registry, known: dict | None,
-               models=None) -> dict[str, Any]:
+               session_settings=None) -> dict[str, Any]:
     """This node's facts for placement (host, the sandbox's isolation, the data versions it holds,
     verified, trusting `known`, the registry's entries, where the files are unchanged), registered in
-    the cluster's registry (ray_registry.py); and, for `models` (the session's portable settings),
-    why this node cannot call the session's models from its own environment (session/validate.py)."""
+    the cluster's registry (ray_registry.py); and, given `session_settings` (the session's portable
+    settings), why this node cannot call the session's models from its own environment (run/reach.py)."""
     from ..sandbox import isolation_of
     from ..run.reach import model_problems
 
@@ -43,14 +43,14 @@ def node_facts(data_dir: str, data_keys: list[str], sandbox: str, registry, know
     if registry is not None and data_keys:
         registry.register.remote(node_id, host, data)  # not waited for: a new registry may still be starting
     return {"node_id": node_id, "host": host, "isolation": isolation_of(sandbox), "data": data,
-            "models": model_problems(models) if models is not None else []}
+            "models": model_problems(session_settings) if session_settings is not None else []}
 
 
 @ray.remote(num_cpus=0, max_retries=0)
 def probe(data_dir: str, data_keys: list[str], sandbox: str, registry=None, known: dict | None = None,
-          models=None) -> dict[str, Any]:
+          session_settings=None) -> dict[str, Any]:
     """node_facts, for a node no slot of this session landed on."""
-    return node_facts(data_dir, data_keys, sandbox, registry, known, models)
+    return node_facts(data_dir, data_keys, sandbox, registry, known, session_settings)
 
 
 def archive(folder: Path, cap_bytes: int) -> tuple[bytes, int]:
@@ -94,10 +94,10 @@ class RunActor:
         self.left_on_node = 0  # files past the archive cap: the scratch folder stays
 
     def where(self, data_dir: str, data_keys: list[str], sandbox: str, registry=None,
-              known: dict | None = None, models=None) -> dict[str, Any]:
+              known: dict | None = None, session_settings=None) -> dict[str, Any]:
         """This slot's node's facts (node_facts): a slot that starts while the controller checks
         placement stands in for that node's probe (one Python worker started per node, not two)."""
-        return node_facts(data_dir, data_keys, sandbox, registry, known, models)
+        return node_facts(data_dir, data_keys, sandbox, registry, known, session_settings)
 
     def current(self) -> dict[str, Any] | None:
         """The run this slot holds (running, or ended and not collected yet), or None when idle."""

@@ -329,7 +329,7 @@ def settings_from(config) -> RunSettings:
         raise SettingsError(f"--amb-prices: {e}") from None
     upstream_check = option("amb_upstream_check")
     if upstream_check not in UPSTREAM_CHECKS:
-        raise SettingsError(f"--amb-upstream-check={upstream_check}: expected connect or off"
+        raise SettingsError(f"--amb-upstream-check={upstream_check}: expected {' or '.join(UPSTREAM_CHECKS)}"
                             f"{did_you_mean(upstream_check, UPSTREAM_CHECKS)}")
     bridge = bridge_settings(option)
     check_bridged(option("amb_model"), bridge.agent_models)
