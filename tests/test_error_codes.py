@@ -8,7 +8,7 @@ import pytest
 from scoring_records import CHECK, FULL, GOOD_PLAN, N_CASES, PILOT, cell, good_cells, make_record, make_workspace, track_result
 from pytest_automedbench.agents.bridged.events import BridgedEvent
 from pytest_automedbench.metrics import vqa
-from pytest_automedbench.scoring import failure_codes as errors, vqa_codes
+from pytest_automedbench.scoring import failure_codes as errors, vqa_artefacts, vqa_codes
 from pytest_automedbench.scoring.failure_codes import CODES, FAMILIES, TRACK_WORDS, RunFacts, detect, summarize
 from pytest_automedbench.judge import judge
 
@@ -269,29 +269,29 @@ def test_vqa_near_misses_do_not_fire(tmp_path):
 
 def test_e8_s3_artefacts_never_written(tmp_path):
     """AutoMedBench eval_vqa failure_classifier.py, BUG-044 (its tests/test_failure_classifier_e8.py)."""
-    stalled = dict(answers=None, files={vqa_codes.SMOKE: SMOKE})
+    stalled = dict(answers=None, files={vqa_artefacts.SMOKE: SMOKE})
     ours, _ = vqa_codes_of(tmp_path / "a", **stalled)
     assert ours["VER-S3-ARTEFACTS"]["ecode"] == "E8" and ours["VER-S3-ARTEFACTS"]["family"] == "verification"
     assert "answer_postprocess.py" in ours["VER-S3-ARTEFACTS"]["evidence"]
     not_e8 = {
-        "smoke failed": dict(stalled, files={vqa_codes.SMOKE: {**SMOKE, "success": False}}),
+        "smoke failed": dict(stalled, files={vqa_artefacts.SMOKE: {**SMOKE, "success": False}}),
         "no smoke file": dict(stalled, files={}),
         "a model call the harness did not see": dict(stalled, guards={**HONEST, "model_call_detected": None}),
         "answers written": dict(stalled, answers={"q0": "yes"}),
-        "postprocess written": dict(stalled, files={vqa_codes.SMOKE: SMOKE, vqa_codes.POSTPROCESS: "def postprocess(r): return r\n"}),
-        "calibration written": dict(stalled, files={vqa_codes.SMOKE: SMOKE, vqa_codes.CALIBRATION: []}),
+        "postprocess written": dict(stalled, files={vqa_artefacts.SMOKE: SMOKE, vqa_artefacts.POSTPROCESS: "def postprocess(r): return r\n"}),
+        "calibration written": dict(stalled, files={vqa_artefacts.SMOKE: SMOKE, vqa_artefacts.CALIBRATION: []}),
     }
     for n, (why, case) in enumerate(not_e8.items()):
         assert "VER-S3-ARTEFACTS" not in vqa_codes_of(tmp_path / str(n), **case)[0], why
 
 
 def test_other_tracks_get_no_vqa_codes(tmp_path):
-    failing = dict(answers=None, files={vqa_codes.SMOKE: SMOKE}, guards={**HONEST, "model_call_detected": False},
+    failing = dict(answers=None, files={vqa_artefacts.SMOKE: SMOKE}, guards={**HONEST, "model_call_detected": False},
                    cells=VQA_CASES["RES002"]["cells"])
     for n, track in enumerate(t for t in TRACK_WORDS if t != "vqa"):
         rec = make_record(failing["cells"])
         ws = make_workspace(tmp_path / str(n))
-        (ws / vqa_codes.SMOKE).write_text(json.dumps(SMOKE))
+        (ws / vqa_artefacts.SMOKE).write_text(json.dumps(SMOKE))
         facts = RunFacts(rec, track_result(n_valid=0, score=0.0), ws, track, True, None, failing["guards"])
         fired = detect(facts)
         assert vqa_codes.detect_vqa(facts, fired) is None and "VER-S3-ARTEFACTS" not in {f["code"] for f in fired}, track

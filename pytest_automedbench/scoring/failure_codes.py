@@ -20,6 +20,7 @@ from ..record.trace import RunRecord
 from ..judge.reading import Cell, full_run, patterns as P, read_run
 from ..metrics import TrackResult
 from ..metrics.base import CaseKind
+from .vqa_artefacts import s3_never_written
 
 PLAN_READ_LIMIT = 1 << 20  # plan.md is read this far (a sparse 300 MB plan costs no more)
 
@@ -283,8 +284,6 @@ def verification(f: RunFacts) -> list[Fired]:
                                     for c in cells):
         fired.append(_fire("VER-NO-PILOT", f"full run in cell {full.index} with no pilot or check of a result "
                                            "before it"))
-    from .vqa_codes import s3_never_written  # vqa_codes builds on this module
-
     if (never := s3_never_written(f)) is not None:
         fired.append(_fire("VER-S3-ARTEFACTS", never))
     return fired

@@ -23,15 +23,10 @@ from typing import Any, Callable
 
 from ..judge.reading import patterns as P
 from ..metrics.base import CaseKind
-from ..util import safefs
 from .failure_codes import Fired, RunFacts, _last_error_line, _ok, _with_without, family_of
+from .vqa_artefacts import VQA_TRACK, present
 
-VQA_TRACK = "vqa"
-SMOKE, POSTPROCESS, CALIBRATION = "smoke_forward.json", "answer_postprocess.py", "s3_calibration.json"
 ANSWERS = "outputs/answers.json"
-SMOKE_READ_LIMIT = 1 << 20
-SMOKE_KEYS = ("model_name", "device", "wall_s", "raw_output_sample", "success")
-SMOKE_PLACEHOLDERS = ("heuristic:", "fallback:", "placeholder:", "mock:")  # inference_verifier.check_smoke_forward
 CHANCE = 0.20  # failure_classifier: valid outputs with accuracy under 0.20 are "near or below chance" (E3)
 PLACEHOLDER_LIMIT = 0.05  # aggregate.compute_s4_with_guards: a placeholder rate above this is fake output
 # inference_verifier.SHORTCUT_PATTERNS: "the agent coded a fake-inference shortcut"
@@ -104,52 +99,6 @@ def _vqa_fire(code: str, evidence: str) -> Fired:
             "title": c.title, "evidence": evidence}
 
 
-# -- the workspace's S2 / S3 artefacts (E8) --------------------------------------------------------------
-def smoke_problem(f: RunFacts) -> str | None:
-    """Why smoke_forward.json does not show a passed smoke forward (None: it does), as the anchor's
-    check_smoke_forward reads it, and only where the harness saw the task's model applied to the data
-    (the file is the agent's own account; the model call is the judge's S2 weights_obtained)."""
-    if (f.s4_guards or {}).get("model_call_detected") is not True:
-        return "the harness saw no model call"
-    text = safefs.try_read_text(f.workspace / SMOKE, SMOKE_READ_LIMIT, inside_of=f.workspace)
-    if text is None:
-        return f"no {SMOKE}"
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return f"{SMOKE} is not JSON"
-    if not isinstance(record, dict) or any(k not in record for k in SMOKE_KEYS):
-        return f"{SMOKE} lacks one of {', '.join(SMOKE_KEYS)}"
-    wall, sample = record.get("wall_s"), str(record.get("raw_output_sample") or "").strip()
-    if record.get("success") is not True:
-        return f"{SMOKE}: success is not true"
-    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or wall < 0.3:
-        return f"{SMOKE}: wall_s under 0.3"
-    if len(sample) < 5 or sample.lower().startswith(SMOKE_PLACEHOLDERS):
-        return f"{SMOKE}: raw_output_sample is short or a placeholder"
-    return None
-
-
-def _present(f: RunFacts, name: str) -> bool:
-    """A regular file `name` in the final workspace (a link or a FIFO is not one)."""
-    try:
-        with safefs.open_regular(f.workspace / name, inside_of=f.workspace):
-            return True
-    except OSError:
-        return False
-
-
-def s3_never_written(f: RunFacts) -> str | None:
-    """E8's evidence, or None: the smoke forward passed, neither S3 artefact is in the final workspace
-    and no answer is valid (failure_classifier.classify_failure, BUG-044)."""
-    if f.track_name != VQA_TRACK or f.track.n_valid or smoke_problem(f) is not None:
-        return None
-    if _present(f, POSTPROCESS) or _present(f, CALIBRATION):
-        return None
-    return (f"{SMOKE} passed (and the harness saw the model called), but neither {POSTPROCESS} nor {CALIBRATION} "
-            f"is in the workspace and none of {f.track.n_cases} answers is valid")
-
-
 # -- the coded taxonomy ----------------------------------------------------------------------------------
 def res001(f: RunFacts, fired: list[Fired]) -> str | None:
     # Our resource detectors see the same timeouts and limits; the anchor's RES001 is any of them.
@@ -206,7 +155,7 @@ def fmt001(f: RunFacts, fired: list[Fired]) -> str | None:
 def fmt002(f: RunFacts, fired: list[Fired]) -> str | None:
     # answers.json is there, but questions (its required keys) are not in it; no file at all is no submission.
     missing = f.track.missing_cases
-    if not missing or not _present(f, ANSWERS):
+    if not missing or not present(f, ANSWERS):
         return None
     return f"{ANSWERS} has no answer for {len(missing)} of {f.track.n_cases} questions: {', '.join(missing[:5])}"
 
