@@ -83,6 +83,19 @@ def test_run_trajectory_validates_as_atif_with_calls_observations_and_verdicts(t
     assert traj.agent.model_name == "reference-v1"
 
 
+def test_a_vqa_runs_coded_taxonomy_and_a_chosen_policy_travel_in_the_trajectory(tmp_path):
+    codes = [{"code": "HAL001", "evidence": "answer names a finding the image lacks"}]
+    res = result(track="vqa", vqa_error_codes=codes, missing_stage_policy="zero", missing_stage_policy_source="task",
+                 unscored_stages=["S3"])
+    folder = run_folder(tmp_path / "runs", res)
+    assert formats.write_formats([res], tmp_path / "runs", tmp_path / "rep", "reference", {"atif"}) == []
+    verdict = atif.Trajectory.model_validate_json((folder / "trajectory.json").read_text()).extra["automedbench"]
+    assert verdict["vqa_error_codes"] == codes
+    assert (verdict["missing_stage_policy"], verdict["missing_stage_policy_source"], verdict["unscored_stages"]) == \
+        ("zero", "task", ["S3"])
+    assert "vqa_error_codes" not in ours.verdicts(result())  # another track's run has none
+
+
 def test_gateway_transcript_is_preferred_when_the_run_has_one(tmp_path):
     res = result(model="claude-code:claude-sonnet-4-6")  # a bridged run: the gateway keeps its transcript
     folder = run_folder(tmp_path / "runs", res)

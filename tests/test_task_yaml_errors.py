@@ -29,6 +29,10 @@ BAD_AT_COLLECTION = {
                                "naive_solution: 'naive.yaml': no such file next to the task file"),
     "misspelt_preparer_function": ("tiny_prep:prepare", "tiny_prep:prepar",
                                    "data.preparer: module 'tiny_prep' has no 'prepar' (did you mean prepare?)"),
+    # one of a few words: the words allowed, and the one given
+    "bad_missing_stage_policy": ("reference_solution: solve.yaml",
+                                 "reference_solution: solve.yaml\nscoring: {missing_stage_policy: halve}",
+                                 "scoring.missing_stage_policy: expected 'zero' or 'renormalise', got 'halve'"),
     "misspelt_preparer_module": ("tiny_prep:prepare", "tiny_perp:prepare", "data.preparer: module 'tiny_perp' cannot be imported: not found"),
 }
 

@@ -5,7 +5,14 @@ result.json, finds the run's task by its `task_id` and `provenance.task_version`
 named with `--suite DIR` (any number; default: the installed suites), and scores the saved
 workspace again against the prepared data (runner.score_run: the same metric and judge a live run
 uses), after the live run's link check (sandbox.guard.disqualify_escaping_links). The new scores replace the old in result.json (atomically; `rescored_at` is added), then
-amb-results.json, leaderboard.md and index.html are written again from every run rescored.
+amb-results.json, leaderboard.md and index.html are written again from every run rescored, and
+the formats other tools read (`--formats`, as --amb-formats): each rescored run's trajectory.json
+and a new Inspect log under REPORT_DIR/inspect, so they agree with result.json.
+
+Every scoring setting comes from that suite task file, the missing-stage policy too (its
+`scoring.missing_stage_policy`, else the track's anchor's rule): the run's own folder is data, and a
+task file edited at the same version is the user's new intent. A run whose policy changes says so on
+stderr (old -> new).
 
 A run folder is data, never code: the task file named in its provenance is not read, nothing
 under RUNS_DIR is imported or put on sys.path, and a suite under RUNS_DIR is refused.
@@ -25,6 +32,10 @@ from pathlib import Path
 from typing import Any
 
 
+# result.json keys of the missing-stage policy the scorer writes only when they apply (runner.score_run)
+POLICY_KEYS_WHEN_THEY_APPLY = ("missing_stage_policy_source", "unscored_stages")
+
+
 class RescoreError(Exception):
     """One run cannot be rescored; the message names the file and field."""
 
@@ -38,6 +49,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--suite", action="append", default=[], metavar="DIR",
                    help="a task suite folder to find the runs' tasks in, by task id and version (repeatable; "
                         "default: the installed suites). Never the run folder's own files")
+    p.add_argument("--formats", default=None, metavar="LIST",
+                   help="the formats written again from the new scores, as --amb-formats: each run's ATIF "
+                        "trajectory.json and an Inspect log under REPORT_DIR/inspect (atif,inspect: the default; "
+                        "atif, inspect or none)")
     p.set_defaults(func=run)
     return p
 
@@ -154,7 +169,16 @@ def rescore_run(run_dir: Path, data_dir: Path, suites: Suites | None = None) -> 
     except Exception as e:  # noqa: BLE001 - a scorer fault on one run: one line, the others go on
         raise RescoreError(f"{run_dir.name}: scoring failed: {type(e).__name__}: {str(e)[:300]}") from None
     replayed = (result.get("judge") or {}).get("replay") if isinstance(result.get("judge"), dict) else None
+    was_policy = result.get("missing_stage_policy")
+    for key in POLICY_KEYS_WHEN_THEY_APPLY:  # written only when they apply: the new scores decide afresh
+        result.pop(key, None)
     result.update(scores)
+    now_policy = result.get("missing_stage_policy")
+    if was_policy is not None and was_policy != now_policy:  # said, since the run's scores change with it
+        chosen = ("chosen there" if result.get("missing_stage_policy_source") == "task"
+                  else "unset there: the track's rule")
+        print(f"automedbench rescore: {run_dir.name}: missing_stage_policy {was_policy!r} -> {now_policy!r} "
+              f"(scoring.missing_stage_policy in the suite's task file {task.path}, {chosen})", file=sys.stderr)
     if replayed is not None:  # the replay verdicts are in the trace; rescore re-judges, it never replays
         result["judge"]["replay"] = replayed
     result["rescored_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -172,11 +196,17 @@ def _candidates(runs_dir: Path) -> list[Path]:
 def run(args) -> int:
     from ..data import default_data_dir
     from ..reporting.controller import results_document, write_reports
+    from ..reporting.formats import parse_formats, write_formats
     from ..store.run_folders import RunFilesError, is_errored, lease, release, try_read_result
 
     runs_dir = Path(args.runs_dir).expanduser()
     if not runs_dir.is_dir():
         print(f"automedbench rescore: {runs_dir}: not a folder", file=sys.stderr)
+        return 2
+    try:
+        chosen = parse_formats(getattr(args, "formats", None))
+    except ValueError as e:
+        print(f"automedbench rescore: --formats: {e}", file=sys.stderr)
         return 2
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     suites = Suites([Path(d) for d in args.suite] or None, exclude=runs_dir)
@@ -229,8 +259,13 @@ def run(args) -> int:
             print(f"automedbench rescore: {report_dir}: the reports could not be written: {e.strerror or e}",
                   file=sys.stderr)
             return 1
+        # the formats other tools read, from the new scores, so they agree with result.json
+        models = ", ".join(sorted({str(r.get("model")) for r in runs}))
+        unwritten = write_formats(runs, runs_dir, report_dir, models, chosen)
+        for line in unwritten:
+            print(f"automedbench rescore: {line}", file=sys.stderr)
         print(f"rescored {len(runs)} run(s){f', {failed} could not be' if failed else ''}; reports: "
               + "  ".join(str(p) for p in paths.values()))
-        return 1 if failed else 0
+        return 1 if failed or unwritten else 0
     finally:
         release(runs_dir)

@@ -80,6 +80,9 @@ class RunResult(BaseModel):
     s4_guards: S4Guards | None = Field(default=None, description="VQA's S4 guards (other tracks: absent)")
     missing_stage_policy: Literal["zero", "renormalise"] | None = Field(
         default=None, description="how a stage with no verdict counts: zero, or the others renormalised")
+    missing_stage_policy_source: Literal["task"] | None = Field(
+        default=None, description="task: the task file's scoring.missing_stage_policy chose the policy "
+                                  "(absent: the track's anchor's rule)")
     unscored_stages: list[StrictStr] | None = Field(default=None, description="stages with no verdict, if any")
     stage_evidence: dict[str, Any] = Field(default_factory=dict, description="each stage's rubric items and evidence")
     task_metrics: dict[str, Any] = Field(default_factory=dict, description="the track metric's name, value and details")

@@ -26,7 +26,8 @@ BASELINE_SCHEMA_VERSION = 1
 GATE_METRICS = ("overall", "agentic", "task", "completion", *STAGES)
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _RUN_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
-             "completion_rate", "stages", "submitted", "failure_mode", "medal", "cost_usd", "settings", "rexmle")
+             "completion_rate", "stages", "submitted", "failure_mode", "medal", "cost_usd", "settings", "rexmle",
+             "missing_stage_policy")
 
 
 class BaselineError(Exception):
@@ -152,15 +153,20 @@ def version_conflicts(baseline: dict[str, Any], runs: list[dict[str, Any]]) -> l
 
 def settings_conflicts(baseline: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
     """Task x tier pairs whose runs were made under other conditions than the baseline's (limits,
-    solution, judge and its version: conditions.differences); runs saved without a settings block
-    are compared on nothing. Flagged, not refused: comparing another agent is the point."""
+    solution, judge and its version: conditions.differences; the missing-stage policy they were scored
+    under); runs saved without a settings block (a policy) are compared on nothing. Flagged, not
+    refused: comparing another agent is the point."""
     from ..run.conditions import differences
 
-    saved = {(r.get("task_id"), r.get("tier")): r.get("settings") for r in baseline.get("runs") or []}
+    saved = {(r.get("task_id"), r.get("tier")): r for r in baseline.get("runs") or []}
     out = []
     for key in sorted({(r.get("task_id"), r.get("tier")) for r in runs}, key=str):
-        now = next((r.get("settings") for r in runs if (r.get("task_id"), r.get("tier")) == key), None)
-        diff = differences(saved.get(key), now)
+        now = next((r for r in runs if (r.get("task_id"), r.get("tier")) == key), {})
+        was = saved.get(key) or {}
+        diff = differences(was.get("settings"), now.get("settings"))
+        policies = (was.get("missing_stage_policy"), now.get("missing_stage_policy"))
+        if all(policies) and policies[0] != policies[1]:
+            diff.append(f"missing_stage_policy {policies[0]!r} vs {policies[1]!r}")
         if diff:
             out.append(f"{key[0]}/{key[1]}: " + "; ".join(diff))
     return out

@@ -75,13 +75,17 @@ def config_hash(task, tier: str, repeat: int, settings, legacy: bool = False) ->
     """Everything that decides a run's outcome: the task file's bytes, tier, repeat, --amb-model (and
     the step file's bytes for reference / script:), the sandbox, the limits that override the task's,
     and the settings block's conditions (conditions.HASHED: effective limits, solution and its digest,
-    judge and its version, data version). `legacy`: the hash runs made before settings blocks carry."""
+    judge and its version, data version), and the missing-stage policy a task file chooses (its own
+    part, not only the file's bytes). `legacy`: the hash runs made before settings blocks carry."""
     parts = {
         "task_file": _file_digest(task.path), "tier": tier, "repeat": repeat, "model": settings.model,
         "step_file": _file_digest(_step_file(task, settings.model)), "sandbox": settings.sandbox,
         "limits": [settings.max_turns, settings.time_limit_s, settings.max_tokens, settings.max_cost_usd],
         "judge_version": _judge_version(), "replay_cells": getattr(settings, "replay_cells", 0),
     }
+    chosen_policy = task.spec.scoring.missing_stage_policy
+    if chosen_policy is not None:  # a task that leaves it unset keeps the hash it had (its track's anchor's rule)
+        parts["missing_stage_policy"] = chosen_policy
     if getattr(settings, "replay_pilot", False):
         parts["replay_pilot"] = True
     if float(getattr(settings, "replay_budget", 1.0)) != 1.0:  # the replays' deadline changes their verdicts

@@ -91,13 +91,14 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
                                      brief=build_brief(spec, tier), inference_only=spec.policy.inference_only)
     _lap(timings, "judge_s", clock)
     bands, relative = scoring.medal_bands(spec.track, spec.medals, track)
+    stage_policy = scoring.task_missing_stage_policy(spec)  # the task file's choice, else the track's anchor's
     has_valid = record.submitted and track.n_valid > 0
     s = scoring.combine({k: v.score for k, v in verdicts.items()}, track.score, track.completion_rate,
                         track.format_valid, has_valid, disqualified=record.disqualified, bands=bands,
                         baseline=track.diagnostics.get("baseline_score"), relative=relative,
                         submitted=record.submitted, s4_guard=s4_guards.guard_for(  # VQA's S4 caps (formats)
                             spec.track, outputs, track.n_cases, verdicts, bool(record.code_cells()), data.public),
-                        missing_stage_policy=scoring.missing_stage_policy(spec.track))
+                        missing_stage_policy=stage_policy.name)
     facts = RunFacts(record, track, workspace, spec.track, spec.policy.inference_only, s.stages, s.s4_guards)
     fired = detect(facts)
     vqa_fired = detect_vqa(facts, fired)  # None outside the vqa track
@@ -111,7 +112,9 @@ def score_run(task: LoadedTask, tier: str, record: RunRecord, workspace: Path, d
         "format_valid": s.format_valid,
         "stages": {k: round(v, 6) for k, v in s.stages.items()},
         **({"s4_guards": s.s4_guards} if s.s4_guards is not None else {}),
-        "missing_stage_policy": scoring.missing_stage_policy(spec.track),
+        "missing_stage_policy": stage_policy.name,
+        # named only when the task file chose it (absent: the track's anchor's rule, as runs before the setting)
+        **({"missing_stage_policy_source": "task"} if stage_policy.source == "task" else {}),
         **({"unscored_stages": s.unscored} if s.unscored else {}),
         "stage_evidence": {k: v.items for k, v in verdicts.items()},
         "task_metrics": {"name": spec.metric.name, "value": round(track.score, 6), **track.as_dict()},

@@ -9,8 +9,8 @@
 
 A stage the run never reached counts 0 (no renormalisation), in every track: S4 is 0 without
 outputs, S5 without a submission, S1-S3 as their judge decides (judge/heuristic.py). A stage that no
-one scored (no verdict) follows the track's `missing_stage_policy` (zero, or renormalise over the
-scored stages' weights), each anchor's own rule.
+one scored (no verdict) follows the task's `missing_stage_policy` (zero, or renormalise over the
+scored stages' weights): the task file's `scoring.missing_stage_policy`, else its track's anchor's rule.
 """
 from __future__ import annotations
 
@@ -127,7 +127,23 @@ MISSING_STAGE_POLICIES = ("zero", "renormalise")
 
 
 def missing_stage_policy(track: str) -> str:
+    """The track's anchor's rule (the policy of a task that does not choose one)."""
     return MISSING_STAGE_POLICY.get(track, DEFAULT_MISSING_STAGE_POLICY)
+
+
+@dataclass(frozen=True)
+class StagePolicy:
+    """A run's missing-stage policy and where it came from: `task` (the task file's
+    `scoring.missing_stage_policy`) or `track` (the track's anchor's rule, the task left it unset)."""
+
+    name: str
+    source: str
+
+
+def task_missing_stage_policy(spec) -> StagePolicy:
+    """The policy a run of this task is scored under: the task file's choice, else its track's anchor's."""
+    chosen = spec.scoring.missing_stage_policy
+    return StagePolicy(chosen, "task") if chosen is not None else StagePolicy(missing_stage_policy(spec.track), "track")
 
 
 def agentic(stages: dict[str, float | None], policy: str = "zero") -> float:

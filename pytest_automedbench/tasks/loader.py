@@ -102,8 +102,13 @@ def _describe(err: dict) -> str:
         return "unknown key" + (did_you_mean(loc[-1], _known_keys(loc)) if loc else "")
     if kind == "literal_error" and err.get("loc", ("",))[-1] == "track":
         return f"unknown track {err.get('input')!r} (expected one of: {', '.join(TRACKS)})"
+    if kind == "literal_error":  # one of a few words (a policy, a direction): say which word was given
+        expected = (err.get("ctx") or {}).get("expected", "one of the listed values")
+        return f"expected {expected}, got {short(repr(err.get('input')))}"
     if kind.endswith("_type") or kind.endswith("_parsing"):
-        expected = kind.replace("_parsing", "").replace("_type", "")
+        # a section (pydantic's "model") or a dict is a mapping in the file the author wrote
+        expected = {"model": "a mapping", "dict": "a mapping"}.get(kind.removesuffix("_type"),
+                                                                     kind.replace("_parsing", "").replace("_type", ""))
         return f"expected {expected}, got {type(err.get('input')).__name__} {short(repr(err.get('input')))}"
     msg = err.get("msg", "invalid")
     return short(msg.removeprefix("Value error, "), 200)

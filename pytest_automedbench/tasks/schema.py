@@ -113,6 +113,17 @@ class Resources(Strict):
         return self
 
 
+class Scoring(Strict):
+    """How the run's scores combine where the anchors disagree (docs/scoring.md, "A stage nobody scored").
+
+    `missing_stage_policy`: how a stage without a verdict counts in Agentic: `zero`, or `renormalise`
+    (the scored stages' weights renormalised); unset, the track's anchor's rule
+    (scoring/formulas.py `MISSING_STAGE_POLICY`).
+    """
+
+    missing_stage_policy: Literal["zero", "renormalise"] | None = None
+
+
 class ModelRef(Strict):
     name: str
     location: str  # where the weights live (a path under /data/public, a hub id, a URL)
@@ -257,6 +268,7 @@ class TaskSpec(Strict):
     metric: Metric
     policy: Policy = Field(default_factory=Policy)
     resources: Resources = Field(default_factory=Resources)
+    scoring: Scoring = Field(default_factory=Scoring)
     tiers: Tiers
     medals: Medals | None = None
     reference_solution: str | None = None  # step file (relative to the task file) for --amb-model=reference

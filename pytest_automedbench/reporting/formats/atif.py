@@ -6,7 +6,8 @@ observation is its tool message, with the harness's trace event (exit code, stag
 blocked) in the result's `extra`. Token counts: per step where the transcript has them, the run's
 meter (result.json `tokens`, `cost_usd`) in `final_metrics`. ATIF has no place for the benchmark's
 verdicts, so the root `extra.automedbench` carries them: overall, agentic, task score, stage scores,
-the rubric items with their evidence, the error codes and the failure mode.
+the rubric items with their evidence, the error codes (and a vqa run's `vqa_error_codes`), the
+missing-stage policy and the failure mode.
 
 Plain dicts only (no runtime dependency on the `atif` package): the tests validate what this writes
 with the format's own pydantic models.
@@ -23,9 +24,10 @@ from ... import __version__
 SCHEMA_VERSION = "ATIF-v1.8"
 AGENT_NAME = "pytest-automedbench"
 RESULT_KEYS = ("run_id", "task_id", "track", "tier", "model", "repeat", "overall", "agentic", "task_score",
-               "completion_rate", "format_valid", "stages", "stage_evidence", "error_codes", "failure_mode",
-               "medal", "missing_stage_policy", "s4_guards", "errored", "error", "ended_by", "submitted",
-               "turns", "wall_time_s", "api_calls", "retries", "violations")
+               "completion_rate", "format_valid", "stages", "stage_evidence", "error_codes", "vqa_error_codes",
+               "failure_mode", "medal", "missing_stage_policy", "missing_stage_policy_source", "unscored_stages",
+               "s4_guards", "errored", "error", "ended_by", "submitted", "turns", "wall_time_s", "api_calls",
+               "retries", "violations")
 
 
 def _started(result: dict[str, Any]) -> datetime | None:
