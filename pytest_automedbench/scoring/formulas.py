@@ -15,6 +15,10 @@ scored stages' weights): the task file's `scoring.missing_stage_policy`, else it
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ..tasks.schema import TaskSpec
 
 STAGE_WEIGHTS = {"S1": 0.25, "S2": 0.15, "S3": 0.35, "S4": 0.15, "S5": 0.10}
 
@@ -136,11 +140,11 @@ class StagePolicy:
     """A run's missing-stage policy and where it came from: `task` (the task file's
     `scoring.missing_stage_policy`) or `track` (the track's anchor's rule, the task left it unset)."""
 
-    name: str
-    source: str
+    name: str  # one of MISSING_STAGE_POLICIES
+    source: Literal["task", "track"]
 
 
-def task_missing_stage_policy(spec) -> StagePolicy:
+def task_missing_stage_policy(spec: TaskSpec) -> StagePolicy:
     """The policy a run of this task is scored under: the task file's choice, else its track's anchor's."""
     chosen = spec.scoring.missing_stage_policy
     return StagePolicy(chosen, "task") if chosen is not None else StagePolicy(missing_stage_policy(spec.track), "track")
