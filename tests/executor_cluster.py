@@ -85,9 +85,11 @@ class RayTestCluster:
 
 
 def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = None, network: bool = False,
-                solution: bool = False) -> Path:
+                solution: bool = False, time_limit_s: int = 300, cell_timeout_s: int = 200) -> Path:
     """root/suite with one tiny task per entry (task id -> step list); returns the suite folder.
-    `solution`: each task names a solution report (for --amb-with-solution)."""
+    `solution`: each task names a solution report (for --amb-with-solution). A task whose cell the
+    test holds gets longer limits (HOLD_LIMITS): on a loaded machine its other runs may take minutes
+    to start, and a held cell that times out first ends the run before the test acts."""
     suite = root / "suite"
     suite.mkdir(parents=True, exist_ok=True)
     shutil.copy(FIXTURES / "tiny" / "tiny_prep.py", suite)
@@ -95,7 +97,8 @@ def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = Non
     for task_id, steps in tasks.items():
         (suite / f"{task_id}.steps.yaml").write_text(yaml.safe_dump(steps + [{"submit_results": {}}]))
         spec = dict(base, id=task_id, reference_solution=f"{task_id}.steps.yaml",
-                    policy={"time_limit_s": 300, "max_turns": 20, "cell_timeout_s": 200, "network": network})
+                    policy={"time_limit_s": time_limit_s, "max_turns": 20, "cell_timeout_s": cell_timeout_s,
+                            "network": network})
         if resources:
             spec["resources"] = resources
         if solution:
@@ -103,6 +106,9 @@ def write_suite(root: Path, tasks: dict[str, list], resources: dict | None = Non
             spec["solution"] = {"file": f"{task_id}.solution.md"}
         (suite / f"{task_id}.task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return suite
+
+
+HOLD_LIMITS = {"time_limit_s": 1800, "cell_timeout_s": 1500}  # the test releases the held cell well before
 
 
 def session_cmd(root: Path, *args: str) -> list[str]:

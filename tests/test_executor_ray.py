@@ -20,7 +20,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need the `ray` extra (scripts/setup.sh --test)")
 
-from executor_cluster import (SOLVE, WRITE_GPUS, RayTestCluster, controller, ray_args,  # noqa: E402
+from executor_cluster import (HOLD_LIMITS, SOLVE, WRITE_GPUS, RayTestCluster, controller, ray_args,  # noqa: E402
                               results, run, run_specs, slots_left, start, wait_for, write_suite)
 
 pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
@@ -194,7 +194,7 @@ def test_nodes_that_cannot_call_the_models_are_refused_at_start(cluster, tmp_pat
 
 def test_ctrl_c_cancels_runs_and_their_sandboxes_are_gone(cluster, tmp_path):
     tag = 101
-    write_suite(tmp_path, {"held": [hold_step(tag)]})
+    write_suite(tmp_path, {"held": [hold_step(tag)]}, **HOLD_LIMITS)
     # the grace only bounds a run slow to save itself (a loaded machine); each takes about a second
     proc = start(tmp_path, *ray_args(cluster), "--amb-repeats=2", "--amb-cancel-grace=90")
     try:
@@ -220,7 +220,7 @@ def test_node_loss_is_an_infra_error_then_resume_reruns(cluster, tmp_path):
     a = cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1})
     b = cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1})
     extra = []
-    write_suite(tmp_path, {"lossy": [hold_step(tag), SOLVE]}, resources={"gpus": 1, "gpu_kind": "a100"})
+    write_suite(tmp_path, {"lossy": [hold_step(tag), SOLVE]}, resources={"gpus": 1, "gpu_kind": "a100"}, **HOLD_LIMITS)
     rid = "lossy__lite__reference__r1"
     try:
         # no retries: the run lost with its node is an errored run (infra_error), the test an ERROR
@@ -266,7 +266,7 @@ def _node_of_pid(node, pid: int) -> bool:
 
 def test_a_resumed_controller_reattaches_to_runs_in_flight(cluster, tmp_path):
     tag = 303
-    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]})
+    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]}, **HOLD_LIMITS)
     rid = "long__lite__reference__r1"
     proc = start(tmp_path, *ray_args(cluster))
     try:
@@ -339,7 +339,7 @@ def test_slot_counts_stay_right_through_a_lost_prewarmed_slot_and_node_loss(clus
     from pytest_automedbench.store import run_folders as runfiles
 
     tag = 404
-    suite = write_suite(tmp_path, {"v100": [hold_step(tag), SOLVE]}, resources={"gpus": 1, "gpu_kind": "v100"})
+    suite = write_suite(tmp_path, {"v100": [hold_step(tag), SOLVE]}, resources={"gpus": 1, "gpu_kind": "v100"}, **HOLD_LIMITS)
     monkeypatch.syspath_prepend(str(suite))
     rid = "v100__lite__reference__r1"
     kind = {"accelerator_type:V100": 1}

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("submitit", reason="the Slurm executor's tests need the `slurm` extra (scripts/setup.sh --test)")
 
 from conftest import FIXTURES  # noqa: E402
-from executor_cluster import SOLVE, results, session_cmd, wait_for, write_suite  # noqa: E402
+from executor_cluster import HOLD_LIMITS, SOLVE, results, session_cmd, wait_for, write_suite  # noqa: E402
 from inner_session import inner_env  # noqa: E402
 
 from pytest_automedbench.record.result import saved_run_of  # noqa: E402
@@ -64,7 +64,7 @@ def test_a_run_as_a_slurm_job(tmp_path):
 
 def test_a_resumed_controller_reattaches_by_job_id_and_lost_jobs_are_infra_errors(tmp_path):
     tag = 404
-    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]})
+    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]}, **HOLD_LIMITS)
     rid = "long__lite__reference__r1"
     proc = start(tmp_path)
     try:
@@ -90,7 +90,7 @@ def test_a_resumed_controller_reattaches_by_job_id_and_lost_jobs_are_infra_error
 
     # a job sacct forgets (its node vanished with it) is lost after the grace period: an infra error
     lost = tmp_path / "lost"
-    write_suite(lost, {"gone": [hold_step(tag + 1), SOLVE]})
+    write_suite(lost, {"gone": [hold_step(tag + 1), SOLVE]}, **HOLD_LIMITS)
     proc = start(lost, "--amb-slurm-lost-after=3", "--amb-infra-retries=0")
     try:
         wait_for(lambda: held(lost).get("gone__lite__reference__r1"), 150, "the held cell")

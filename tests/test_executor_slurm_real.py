@@ -27,7 +27,7 @@ if shutil.which("slurmctld") is None or shutil.which("slurmd") is None or shutil
 if os.geteuid() != 0:
     pytest.skip("slurmd runs as root: the real-cluster tests need root", allow_module_level=True)
 
-from executor_cluster import SOLVE, WRITE_GPUS, results, session_cmd, wait_for, write_suite  # noqa: E402
+from executor_cluster import HOLD_LIMITS, SOLVE, WRITE_GPUS, results, session_cmd, wait_for, write_suite  # noqa: E402
 from inner_session import inner_env  # noqa: E402
 from test_executor_ray import held, hold_step, release, sleepers  # noqa: E402
 
@@ -173,7 +173,7 @@ def test_runs_as_slurm_jobs_on_fake_gpus(cluster, tmp_path):
 
 def test_a_killed_controller_is_reattached_by_job_id(cluster, tmp_path):
     tag = 501
-    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]})
+    write_suite(tmp_path, {"long": [hold_step(tag), SOLVE]}, **HOLD_LIMITS)
     rid = "long__lite__reference__r1"
     proc = start(cluster, tmp_path)
     try:
@@ -202,7 +202,7 @@ def test_a_killed_controller_is_reattached_by_job_id(cluster, tmp_path):
 
 def test_ctrl_c_cancels_the_jobs_and_leaves_no_sandbox(cluster, tmp_path):
     tag = 502
-    write_suite(tmp_path, {"stop": [hold_step(tag), SOLVE]})
+    write_suite(tmp_path, {"stop": [hold_step(tag), SOLVE]}, **HOLD_LIMITS)
     rid = "stop__lite__reference__r1"
     proc = start(cluster, tmp_path)
     try:
@@ -221,7 +221,7 @@ def test_ctrl_c_cancels_the_jobs_and_leaves_no_sandbox(cluster, tmp_path):
 
 def test_a_job_cancelled_from_outside_is_lost(cluster, tmp_path):
     tag = 503
-    write_suite(tmp_path, {"gone": [hold_step(tag), SOLVE]})
+    write_suite(tmp_path, {"gone": [hold_step(tag), SOLVE]}, **HOLD_LIMITS)
     rid = "gone__lite__reference__r1"
     proc = start(cluster, tmp_path, "--amb-infra-retries=0")
     try:
@@ -263,7 +263,7 @@ def test_a_job_the_slurm_controller_forgot_is_lost(cluster, tmp_path):
     """A job whose processes died without a result (SIGKILL) and that Slurm then forgets (the
     controller's state cleared: last here) is lost once the grace period has passed."""
     tag = 504
-    write_suite(tmp_path, {"forgot": [hold_step(tag), SOLVE]})
+    write_suite(tmp_path, {"forgot": [hold_step(tag), SOLVE]}, **HOLD_LIMITS)
     rid = "forgot__lite__reference__r1"
     proc = start(cluster, tmp_path, "--amb-infra-retries=0", "--amb-slurm-lost-after=6")
     try:
