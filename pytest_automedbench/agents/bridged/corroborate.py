@@ -18,6 +18,11 @@ adds what the gateway cannot see (timings, is_error) and is checked against the 
   its code is in a served response (the same Python syntax tree as a fenced block or a JSON string
   value, or its lines all in the responses' text); otherwise it is ``unattributed_code``: no cell,
   no credit, and no tampering code (the framework's own scaffolding runs code no response wrote).
+  A cell the log gives no code for (a node whose reply the log lost, a line added after the fact)
+  is unattributed too. A cell that is a workspace of files (``code_files``, name -> text: R&D-Agent's
+  pipeline, into which its evaluator injects its own ``test/submission_format_test.py``) is
+  attributed file by file: the cell keeps the files a response holds (``files_code``), the others
+  are named in ``integrity.unattributed_files``, and with none attributed the cell is unattributed.
 
 What the agent reports about a call (a command's output, its exit status) is marked in each event's
 ``integrity.agent_reported``: the harness did not observe it (docs/agents.md).
@@ -208,6 +213,21 @@ class Attribution:
         return max(found) if len(found) == len(lines) else None
 
 
+def files_code(files: dict[str, str]) -> str:
+    """A workspace's Python files as one cell's code: main.py first, then the others by name, each
+    after a ``# --- name`` line (a lone main.py as it is)."""
+    names = sorted(files, key=lambda n: (n != "main.py", n))
+    if names == ["main.py"]:
+        return str(files["main.py"])
+    return "\n\n".join(f"# --- {n}\n{files[n]}" for n in names)
+
+
+def _unattributed(n: dict[str, Any], why: str) -> dict[str, Any]:
+    claim = {k: v for k, v in n.items() if k not in ("tool", "started_s", "wall_s")}
+    return {"tool": UNATTRIBUTED, "started_s": n.get("started_s"), "wall_s": n.get("wall_s"), "claimed": claim,
+            "integrity": {"status": "unattributed"}, "stderr": f"{why}: no credit"}
+
+
 def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A code-in-text framework's events: its cells attributed to a response, or unattributed."""
     attribution = Attribution(transcript)
@@ -215,24 +235,37 @@ def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, An
     used: set[int] = set()
     out = []
     for n in native:
-        if n.get("tool") != "execute_code" or not n.get("code"):
+        if n.get("tool") != "execute_code":
             out.append(n)
             continue
-        source = attribution.of(str(n["code"]))
+        event = dict(n)
+        files = event.pop("code_files", None)
+        left_out: list[str] = []
+        if isinstance(files, dict) and files:
+            sources = {str(name): attribution.of(str(code)) for name, code in files.items()}
+            left_out = [name for name, s in sources.items() if s is None]
+            found = [s for s in sources.values() if s is not None]
+            source = max(found) if found else None
+            if found and left_out:  # the cell is what a response wrote; the framework's own files are not
+                event["code"] = files_code({str(k): str(v) for k, v in files.items()
+                                            if sources[str(k)] is not None})[:MAX_TEXT]
+        elif event.get("code"):
+            source = attribution.of(str(event["code"]))
+        else:
+            out.append(_unattributed(event, "the log holds no code for it"))
+            continue
         if source is None:
-            claim = {k: v for k, v in n.items() if k not in ("tool", "started_s", "wall_s")}
-            out.append({"tool": UNATTRIBUTED, "started_s": n.get("started_s"), "wall_s": n.get("wall_s"),
-                        "claimed": claim, "integrity": {"status": "unattributed"},
-                        "stderr": "ran code that no model response holds (the framework's own, or edited): no credit"})
+            out.append(_unattributed(event, "ran code that no model response holds (the framework's own, or edited)"))
             continue
         implicit = (by_n.get(source) or {}).get("implicit_call") or {}
-        event = dict(n)
         first = source not in used
         used.add(source)
         event["integrity"] = {"status": "attributed", "source": "gateway", "response": source,
                               "agent_reported": ["exit_code", "stdout", "stderr", "duration_s"],
                               "snapshot_issued": implicit.get("snapshot_issued") if first else None,
                               "snapshot_closed": implicit.get("snapshot_closed") if first else None}
+        if left_out:
+            event["integrity"]["unattributed_files"] = left_out
         out.append(event)
     return out
 

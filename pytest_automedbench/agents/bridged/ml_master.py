@@ -28,7 +28,8 @@ sjtu-sai-agents/ML-Master's own snapshot, dc1c21b9, holds only its README).
   otherwise ``ml-master.verbose.log``: each node's creation line (``Drafted a new node N``,
   ``Improving node P to create new node N``, ``Debugging node P to create new node N``) is one
   ``execute_code`` event with the code of the model reply logged before it, and its review lines
-  (buggy or not, metric, best so far) in ``native``.
+  (buggy or not, metric, best so far) in ``native``. corroborate.py then counts a node only when
+  its code is in a reply the gateway served (a node with no reply before it has no code to count).
 """
 from __future__ import annotations
 
