@@ -63,6 +63,10 @@ class Recorder:
         self.b.code_in_text = code_in_text
         self.b.on_tool_boundary = snaps
 
+    def later(self, seconds: float) -> None:
+        """The run's clock moves on (a recorded run's calls are seconds apart, not microseconds)."""
+        self.b.opened -= seconds
+
     def request(self, kind: str, body: dict) -> None:
         from pytest_automedbench.gateway.transcript import results_in
 

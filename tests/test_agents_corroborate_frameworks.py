@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bridged_helpers import Recorder, cells, flags, run_facts
 from conftest import FIXTURES
-from scoring_records import CHECK, FULL, N_CASES, PILOT, PRINTS, make_workspace
+from scoring_records import CHECK, ENV, FULL, N_CASES, PILOT, PRINTS, make_workspace
 from pytest_automedbench.agents.bridged import adapter_for
 from pytest_automedbench.agents.bridged.corroborate import UNATTRIBUTED, text_code_events
 from pytest_automedbench.agents.bridged.events import merge_events
@@ -27,9 +27,11 @@ from pytest_automedbench.scoring.failure_codes import integrity
 RECORDED_ML_MASTER = FIXTURES / "bridged" / "ml-master.verbose.log"
 
 
-def merged(events: list[dict]) -> RunRecord:
+def merged(events: list[dict], opened_wall: float | None = None) -> RunRecord:
+    """The run's record with `events` merged in as a bridged run's are (placed by their log times
+    from `opened_wall`, the gateway run's opening, where it is given)."""
     record = RunRecord(conversation=[{"role": "system", "content": "s"}, {"role": "user", "content": "brief"}])
-    merge_events(record, [], events, 0.0)
+    merge_events(record, [], events, 0.0, opened_wall)
     return record
 
 
@@ -56,6 +58,7 @@ def ml_master_transcript(lines: list[str]) -> list[dict]:
     reply as text, a review as ML-Master's submit_review function call), each query a request."""
     r = Recorder(code_in_text=True)
     for _, _, message in log_records(lines):
+        r.later(1.0)
         if message.startswith("---Querying model---"):
             r.request("chat.completions", {"messages": [{"role": "user", "content": "the prompt"}]})
         elif message.startswith("response:"):  # not "response without think:": the same reply, logged twice
@@ -70,7 +73,7 @@ def ml_master_transcript(lines: list[str]) -> list[dict]:
 def ml_master_node(node: str, code: str, second: int) -> list[str]:
     """A node as ML-Master logs it (its reply, creation and review lines), for lines added to a log."""
     at = f"2025-12-22 09:00:{second:02d}"
-    return [f"[{at},000] INFO: response:", "Plan: check the outputs.", "", "```python", *code.splitlines(), "```",
+    return [f"[{at},000] INFO: ---Querying model---", f"[{at},000] INFO: response:", "Plan: check the outputs.", "", "```python", *code.splitlines(), "```",
             f"[{at},100] INFO: Drafted a new node {node} successfully!",
             f"[{at},200] INFO: Parsed results: Node {node} is not buggy",
             f"[{at},300] INFO: The metric value of node {node} is 0.99."]
@@ -117,6 +120,20 @@ def test_ml_master_fabricated_nodes_earn_nothing(tmp_path):
                             tmp_path / "credited")
     assert any(credited[s] > honest[s] for s in honest)  # the forged nodes would pay if they counted
     assert stage_scores(events, tmp_path / "forged") == honest
+
+
+def test_ml_master_reordered_log_keeps_the_gateways_order():
+    """Nodes served ENV, FULL, PILOT, CHECK; the log rewritten (its blocks and time stamps) to say the
+    pilot and the check ran before the full run: the cells stay in the order their replies were served."""
+    codes = [ENV, FULL, PILOT, CHECK]
+    lines = [line for i, code in enumerate(codes) for line in ml_master_node(f"n{i}", code, 10 * i + 1)]
+    transcript = ml_master_transcript(lines)
+    reordered = [line for k, i in enumerate([0, 2, 3, 1]) for line in ml_master_node(f"n{i}", codes[i], 10 * k + 1)]
+    opened = log_events(lines)[0]["wall_s"] - 1.0
+    for log in (lines, reordered):
+        events = text_code_events(transcript, log_events(log))
+        assert [e.code.strip() for e in merged(events, opened).code_cells()] == codes
+        assert_untampered(events)
 
 
 def test_ml_master_best_solution_copy_is_no_cell_and_no_tampering(tmp_path):
@@ -169,6 +186,7 @@ def rd_transcript(main: str) -> list[dict]:
                json.dumps({"execution": "ran", "return_checking": "valid", "code": "fine", "final_decision": True}),
                json.dumps({"Observations": "every case written", "Replace Best Result": "yes"})]
     for i, text in enumerate(replies):
+        r.later(10.0)
         r.request("chat.completions", {"messages": [{"role": "user", "content": f"prompt {i}"}]})
         r.response("messages", {"id": f"rd{i}", "content": [{"type": "text", "text": text}]})
     return r.b.transcript
@@ -208,6 +226,25 @@ def test_rdagent_scaffolding_alone_is_unattributed_without_tampering():
     assert [e["tool"] for e in events if e.get("rd_step") == "running" or e["tool"] == UNATTRIBUTED] == \
         ["execute_code", UNATTRIBUTED]
     assert "Submission is valid" not in [e.stdout for e in merged(events).code_cells()]
+    assert_untampered(events)
+
+
+def test_rdagent_reordered_loops_keep_the_gateways_order():
+    codes = [FULL, PILOT, CHECK]
+    r = Recorder(code_in_text=True)
+    for i, code in enumerate(codes):  # each loop's coder reply, then its evaluator's request
+        r.later(30.0)
+        r.response("messages", {"id": f"rd{i}", "content": [{"type": "text", "text": f"```python\n{code}\n```"}]})
+        r.request("chat.completions", {"messages": [{"role": "user", "content": f"evaluate {i}"}]})
+    reordered = [rec for k, i in enumerate([1, 2, 0]) for rec in rd_records(codes[i], loop=k)]
+    events = text_code_events(r.b.transcript, record_events(reordered))
+    opened = record_events(rd_records(FULL))[0]["wall_s"] - 1.0
+    placed = [(e.code, e.native["rd_step"]) for e in merged(events, opened).code_cells()]
+    # each pipeline's first cell (its evaluator's run) in the order the replies were served; its
+    # second (the runner's) never before its reply, but only bounded below (corroborate.py)
+    assert [code for code, step in placed if step == "coding"] == codes
+    for code in codes:
+        assert placed.index((code, "coding")) < placed.index((code, "running"))
     assert_untampered(events)
 
 

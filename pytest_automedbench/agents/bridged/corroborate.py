@@ -23,6 +23,9 @@ adds what the gateway cannot see (timings, is_error) and is checked against the 
   pipeline, into which its evaluator injects its own ``test/submission_format_test.py``) is
   attributed file by file: the cell keeps the files a response holds (``files_code``), the others
   are named in ``integrity.unattributed_files``, and with none attributed the cell is unattributed.
+  An attributed cell is placed within the gateway's times (``not_before_s``: its response was
+  served; ``not_after_s``: the first cell of a reply ran before the request that closed it), so a
+  reordered log cannot move a check before the run it checks.
 
 What the agent reports about a call (a command's output, its exit status) is marked in each event's
 ``integrity.agent_reported``: the harness did not observe it (docs/agents.md).
@@ -35,6 +38,7 @@ import re
 from typing import Any, Iterable
 
 from ...gateway.transcript import canonical
+from .events import NOT_AFTER, NOT_BEFORE
 
 FORGED, TAMPERED, UNATTRIBUTED = "forged_call", "tampered_log", "unattributed_code"
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
@@ -257,9 +261,16 @@ def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, An
         if source is None:
             out.append(_unattributed(event, "ran code that no model response holds (the framework's own, or edited)"))
             continue
-        implicit = (by_n.get(source) or {}).get("implicit_call") or {}
+        response = by_n.get(source) or {}
+        implicit = response.get("implicit_call") or {}
         first = source not in used
         used.add(source)
+        # it ran after the response that holds its code was served; a framework that runs a reply's
+        # code before its next request (AIDE, ML-Master, R&D-Agent's evaluator) ran it before the
+        # request that closed the reply's implicit call: the log's order cannot move it out
+        event[NOT_BEFORE] = implicit.get("issued_at", response.get("at"))
+        if first and implicit.get("closed_at") is not None:
+            event[NOT_AFTER] = implicit["closed_at"]
         event["integrity"] = {"status": "attributed", "source": "gateway", "response": source,
                               "agent_reported": ["exit_code", "stdout", "stderr", "duration_s"],
                               "snapshot_issued": implicit.get("snapshot_issued") if first else None,
