@@ -73,7 +73,8 @@ def ml_master_transcript(lines: list[str]) -> list[dict]:
 def ml_master_node(node: str, code: str, second: int) -> list[str]:
     """A node as ML-Master logs it (its reply, creation and review lines), for lines added to a log."""
     at = f"2025-12-22 09:00:{second:02d}"
-    return [f"[{at},000] INFO: ---Querying model---", f"[{at},000] INFO: response:", "Plan: check the outputs.", "", "```python", *code.splitlines(), "```",
+    return [f"[{at},000] INFO: ---Querying model---",
+            f"[{at},000] INFO: response:", "Plan: check the outputs.", "", "```python", *code.splitlines(), "```",
             f"[{at},100] INFO: Drafted a new node {node} successfully!",
             f"[{at},200] INFO: Parsed results: Node {node} is not buggy",
             f"[{at},300] INFO: The metric value of node {node} is 0.99."]
@@ -94,6 +95,29 @@ def test_ml_master_honest_recorded_run_is_attributed_node_by_node(tmp_path):
         [e["n"] for e in transcript if e.get("implicit_call")]
     assert_untampered(events)
     assert_keeps_its_scores(events, native, tmp_path)
+
+
+def test_ml_master_honest_parallel_search_is_attributed_and_bounded_below_only():
+    """Two workers: both replies served before either node ran, then each worker's review request.
+    Any request closes every open reply, so a node's reply closing says nothing of when it ran."""
+    r = Recorder(code_in_text=True)
+    for worker in ("A", "B"):
+        r.later(1.0)
+        r.request("chat.completions", {"messages": [{"role": "user", "content": f"draft {worker}"}]})
+    for worker in ("A", "B"):
+        r.later(1.0)
+        r.response("messages", {"id": worker, "content": [{"type": "text",
+                                                           "text": f"Plan {worker}\n```python\nprint('{worker}')\n```"}]})
+    r.later(1.0)
+    r.request("chat.completions", {"messages": [{"role": "user", "content": "review A"}]})
+    lines = ["[2025-12-22 09:00:00,000] INFO: response: Plan A\n```python\nprint('A')\n```",
+             "[2025-12-22 09:00:00,100] INFO: response: Plan B\n```python\nprint('B')\n```",
+             "[2025-12-22 09:00:05,000] INFO: Drafted a new node nA successfully!",
+             "[2025-12-22 09:00:09,000] INFO: Drafted a new node nB successfully!"]
+    events = text_code_events(r.b.transcript, log_events("\n".join(lines).splitlines(), parallel=True))
+    assert [e["integrity"]["status"] for e in cells(events)] == ["attributed"] * 2
+    assert all("not_after_s" not in e and e["not_before_s"] is not None for e in cells(events))
+    assert_untampered(events)
 
 
 def test_ml_master_node_edited_in_the_log_is_unattributed_without_tampering():
@@ -204,6 +228,20 @@ def test_rdagent_honest_run_is_attributed_and_its_injected_check_is_not_its_code
     assert all("code_files" not in e for e in events)  # the files are not kept twice in the trace
     assert_untampered(events)
     assert_keeps_its_scores(events, native, tmp_path)  # corroboration took away only the framework's own check
+
+
+def test_rdagent_code_from_a_json_mode_reply_is_attributed():
+    """Its component coders answer in JSON mode (the code a string value): attributed the same way."""
+    import json
+
+    r = Recorder(code_in_text=True)
+    r.request("chat.completions", {"messages": [{"role": "user", "content": "write load_data.py"}]})
+    r.response("messages", {"id": "j", "content": [{"type": "text", "text": json.dumps({"code": FULL})}]})
+    records = [{"tag": "Loop_0.coding", "time": "2026-03-19T12:00:10+00:00",
+                "data": {"workspace": WS, "files": {"load_data.py": FULL, "test/data_loader_test.py": SUBMISSION_TEST}}}]
+    events = text_code_events(r.b.transcript, record_events(records))
+    assert [(e["integrity"]["status"], e["code"]) for e in cells(events)] == [("attributed", f"# --- load_data.py\n{FULL}")]
+    assert_untampered(events)
 
 
 def test_rdagent_pipeline_edited_in_the_log_is_unattributed_without_tampering():

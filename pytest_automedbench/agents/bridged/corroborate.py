@@ -25,7 +25,8 @@ adds what the gateway cannot see (timings, is_error) and is checked against the 
   are named in ``integrity.unattributed_files``, and with none attributed the cell is unattributed.
   An attributed cell is placed within the gateway's times (``not_before_s``: its response was
   served; ``not_after_s``: the first cell of a reply ran before the request that closed it), so a
-  reordered log cannot move a check before the run it checks.
+  reordered log cannot move a check before the run it checks. A ``concurrent`` cell (ML-Master's
+  parallel search: any worker's request closes every open reply) is bounded below only.
 
 What the agent reports about a call (a command's output, its exit status) is marked in each event's
 ``integrity.agent_reported``: the harness did not observe it (docs/agents.md).
@@ -269,7 +270,7 @@ def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, An
         # code before its next request (AIDE, ML-Master, R&D-Agent's evaluator) ran it before the
         # request that closed the reply's implicit call: the log's order cannot move it out
         event[NOT_BEFORE] = implicit.get("issued_at", response.get("at"))
-        if first and implicit.get("closed_at") is not None:
+        if first and implicit.get("closed_at") is not None and not event.get("concurrent"):
             event[NOT_AFTER] = implicit["closed_at"]
         event["integrity"] = {"status": "attributed", "source": "gateway", "response": source,
                               "agent_reported": ["exit_code", "stdout", "stderr", "duration_s"],

@@ -206,6 +206,8 @@ def log_events(lines: Iterable[str], parallel: bool = False) -> list[dict[str, A
                          "plan": plan[:5000], "is_buggy": None, "metric": None,
                          "code_from": "not in the log" if not code else
                          "the model reply before it" + (" (parallel search: matched by order)" if parallel else "")}
+                if parallel:
+                    event["concurrent"] = True  # its workers' requests close each other's replies (corroborate.py)
                 nodes[node_id] = event
                 events.append(event)
                 break
