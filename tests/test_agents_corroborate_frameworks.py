@@ -5,7 +5,9 @@ Each run is the framework's recorded native log (ML-Master's verbose log, R&D-Ag
 records) and a gateway transcript recorded with the gateway's own helpers (`Recorder`) whose
 served responses hold the code the log says ran. The attacks are a cell edited in the log after
 the fact, a fabricated step, and the framework's own scaffolding code: each is
-``unattributed_code`` (no cell the judge reads, no credit) and none raises INT-TAMPERED.
+``unattributed_code`` (no cell the judge reads, no credit) and none raises INT-TAMPERED; a
+reordered log keeps the gateway's order. Honest runs (ML-Master's parallel search included) are
+attributed and score as their uncorroborated logs do; forged ones score no more than honest ones.
 """
 from __future__ import annotations
 
