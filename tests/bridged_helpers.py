@@ -49,3 +49,52 @@ def metered_exactly(trace: list[dict], mock) -> list[dict]:
 
 def canary_hits(root, canary: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and canary.encode() in p.read_bytes()]
+
+
+class Recorder:
+    """A RunBinding driven the way calls.py drives it: each request closes, each response is served
+    (what the corroboration tests record a gateway transcript with)."""
+
+    def __init__(self, code_in_text: bool = False, snaps=None):
+        from pytest_automedbench.gateway.providers import Route
+        from pytest_automedbench.gateway.runs import RunBinding, RunLimits
+
+        self.b = RunBinding("r", {"chat": Route("chat", "anthropic", "m")}, RunLimits(), cost_fn=lambda m, u: 0.0)
+        self.b.code_in_text = code_in_text
+        self.b.on_tool_boundary = snaps
+
+    def later(self, seconds: float) -> None:
+        """The run's clock moves on (a recorded run's calls are seconds apart, not microseconds)."""
+        self.b.opened -= seconds
+
+    def request(self, kind: str, body: dict) -> None:
+        from pytest_automedbench.gateway.transcript import results_in
+
+        self.b.closing(results_in(kind, body))
+
+    def response(self, kind: str, reply: dict) -> None:
+        from pytest_automedbench.gateway.runs import LLMCall
+        from pytest_automedbench.gateway.transcript import entry_of
+
+        call = LLMCall(0.0, kind, "anthropic", "anthropic", "m", "m", "chat", 200)
+        self.b.served(call, entry_of("anthropic", kind, reply))
+
+
+def flags(events: list[dict]) -> list[dict]:
+    """The events corroboration adds when the log was tampered with."""
+    from pytest_automedbench.agents.bridged.corroborate import FORGED, TAMPERED
+
+    return [e for e in events if e["tool"] in (TAMPERED, FORGED)]
+
+
+def cells(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["tool"] == "execute_code"]
+
+
+def run_facts(record):
+    """What the failure-code detectors read of a run (no track, the workspace unread)."""
+    from pathlib import Path
+
+    from pytest_automedbench.scoring.failure_codes import RunFacts
+
+    return RunFacts(record=record, track=None, workspace=Path("."), track_name="segmentation")

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
+from bridged_helpers import Recorder, cells, flags, run_facts
 from pytest_automedbench.agents.bridged.aide import journal_events
 from pytest_automedbench.agents.bridged.claude_code import ClaudeCode, stream_json_events
 from pytest_automedbench.agents.bridged.codex import Codex, rollout_events
@@ -19,27 +18,9 @@ from pytest_automedbench.agents.bridged.corroborate import FORGED, TAMPERED, UNA
     tool_call_events
 from pytest_automedbench.agents.bridged.events import merge_events
 from pytest_automedbench.agents.bridged.snapshots import BoundarySnapshots
-from pytest_automedbench.gateway.providers import Route
-from pytest_automedbench.gateway.runs import LLMCall, RunBinding, RunLimits
-from pytest_automedbench.gateway.transcript import StreamAssembler, entry_of, results_in
+from pytest_automedbench.gateway.transcript import StreamAssembler
 from pytest_automedbench.record.trace import RunRecord
 from pytest_automedbench.scoring.failure_codes import integrity
-
-
-class Recorder:
-    """A RunBinding driven the way calls.py drives it: each request closes, each response is served."""
-
-    def __init__(self, code_in_text: bool = False, snaps=None):
-        self.b = RunBinding("r", {"chat": Route("chat", "anthropic", "m")}, RunLimits(), cost_fn=lambda m, u: 0.0)
-        self.b.code_in_text = code_in_text
-        self.b.on_tool_boundary = snaps
-
-    def request(self, kind: str, body: dict) -> None:
-        self.b.closing(results_in(kind, body))
-
-    def response(self, kind: str, reply: dict) -> None:
-        call = LLMCall(0.0, kind, "anthropic", "anthropic", "m", "m", "chat", 200)
-        self.b.served(call, entry_of("anthropic", kind, reply))
 
 
 def tool_use(cid, command):
@@ -90,14 +71,6 @@ def claude_run():
     return r.b.transcript, [json.dumps(x) for x in log]
 
 
-def flags(events):
-    return [e for e in events if e["tool"] in (TAMPERED, FORGED)]
-
-
-def cells(events):
-    return [e for e in events if e["tool"] == "execute_code"]
-
-
 def test_an_honest_claude_code_run_with_parallel_calls_a_subagent_and_compaction_raises_nothing():
     transcript, log = claude_run()
     events = tool_call_events(ClaudeCode(), transcript, stream_json_events(log))
@@ -128,7 +101,7 @@ def test_a_fabricated_tool_call_is_forged_and_never_a_cell():
     record = RunRecord(trace=[])
     merge_events(record, [], events, 0.0)
     assert "pilot.py" not in json.dumps([e.code for e in record.code_cells()])
-    assert [c["code"] for c in integrity(_facts(record))] == ["INT-TAMPERED"]
+    assert [c["code"] for c in integrity(run_facts(record))] == ["INT-TAMPERED"]
 
 
 def test_a_command_edited_in_the_log_is_forged_and_the_gateways_command_is_the_cell():
@@ -264,8 +237,3 @@ def test_boundary_snapshots_give_each_call_its_files(tmp_path: Path):
     assert [c["path"] for c in cell["files"]] == ["outputs/case1.txt"]
     assert [c["path"] for c in launcher.files] == ["late.txt"]
     assert snaps.summary()["snapshots"] == 4
-
-
-def _facts(record):
-    from pytest_automedbench.scoring.failure_codes import RunFacts
-    return RunFacts(record=record, track=None, workspace=Path("."), track_name="segmentation")

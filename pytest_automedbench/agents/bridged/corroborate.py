@@ -18,6 +18,15 @@ adds what the gateway cannot see (timings, is_error) and is checked against the 
   its code is in a served response (the same Python syntax tree as a fenced block or a JSON string
   value, or its lines all in the responses' text); otherwise it is ``unattributed_code``: no cell,
   no credit, and no tampering code (the framework's own scaffolding runs code no response wrote).
+  A cell the log gives no code for (a node whose reply the log lost, a line added after the fact)
+  is unattributed too. A cell that is a workspace of files (``code_files``, name -> text: R&D-Agent's
+  pipeline, into which its evaluator injects its own ``test/submission_format_test.py``) is
+  attributed file by file: the cell keeps the files a response holds (``files_code``), the others
+  are named in ``integrity.unattributed_files``, and with none attributed the cell is unattributed.
+  An attributed cell is placed within the gateway's times (``not_before_s``: its response was
+  served; ``not_after_s``: the first cell of a reply ran before the request that closed it), so a
+  reordered log cannot move a check before the run it checks. A ``concurrent`` cell (ML-Master's
+  parallel search: any worker's request closes every open reply) is bounded below only.
 
 What the agent reports about a call (a command's output, its exit status) is marked in each event's
 ``integrity.agent_reported``: the harness did not observe it (docs/agents.md).
@@ -30,6 +39,7 @@ import re
 from typing import Any, Iterable
 
 from ...gateway.transcript import canonical
+from .events import NOT_AFTER, NOT_BEFORE
 
 FORGED, TAMPERED, UNATTRIBUTED = "forged_call", "tampered_log", "unattributed_code"
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
@@ -208,6 +218,21 @@ class Attribution:
         return max(found) if len(found) == len(lines) else None
 
 
+def files_code(files: dict[str, str]) -> str:
+    """A workspace's Python files as one cell's code: main.py first, then the others by name, each
+    after a ``# --- name`` line (a lone main.py as it is)."""
+    names = sorted(files, key=lambda n: (n != "main.py", n))
+    if names == ["main.py"]:
+        return str(files["main.py"])
+    return "\n\n".join(f"# --- {n}\n{files[n]}" for n in names)
+
+
+def _unattributed(n: dict[str, Any], why: str) -> dict[str, Any]:
+    claim = {k: v for k, v in n.items() if k not in ("tool", "started_s", "wall_s")}
+    return {"tool": UNATTRIBUTED, "started_s": n.get("started_s"), "wall_s": n.get("wall_s"), "claimed": claim,
+            "integrity": {"status": "unattributed"}, "stderr": f"{why}: no credit"}
+
+
 def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A code-in-text framework's events: its cells attributed to a response, or unattributed."""
     attribution = Attribution(transcript)
@@ -215,24 +240,44 @@ def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, An
     used: set[int] = set()
     out = []
     for n in native:
-        if n.get("tool") != "execute_code" or not n.get("code"):
+        if n.get("tool") != "execute_code":
             out.append(n)
             continue
-        source = attribution.of(str(n["code"]))
-        if source is None:
-            claim = {k: v for k, v in n.items() if k not in ("tool", "started_s", "wall_s")}
-            out.append({"tool": UNATTRIBUTED, "started_s": n.get("started_s"), "wall_s": n.get("wall_s"),
-                        "claimed": claim, "integrity": {"status": "unattributed"},
-                        "stderr": "ran code that no model response holds (the framework's own, or edited): no credit"})
-            continue
-        implicit = (by_n.get(source) or {}).get("implicit_call") or {}
         event = dict(n)
+        files = event.pop("code_files", None)
+        left_out: list[str] = []
+        if isinstance(files, dict) and files:
+            sources = {str(name): attribution.of(str(code)) for name, code in files.items()}
+            left_out = [name for name, s in sources.items() if s is None]
+            found = [s for s in sources.values() if s is not None]
+            source = max(found) if found else None
+            if found and left_out:  # the cell is what a response wrote; the framework's own files are not
+                event["code"] = files_code({str(k): str(v) for k, v in files.items()
+                                            if sources[str(k)] is not None})[:MAX_TEXT]
+        elif event.get("code"):
+            source = attribution.of(str(event["code"]))
+        else:
+            out.append(_unattributed(event, "the log holds no code for it"))
+            continue
+        if source is None:
+            out.append(_unattributed(event, "ran code that no model response holds (the framework's own, or edited)"))
+            continue
+        response = by_n.get(source) or {}
+        implicit = response.get("implicit_call") or {}
         first = source not in used
         used.add(source)
+        # it ran after the response that holds its code was served; a framework that runs a reply's
+        # code before its next request (AIDE, ML-Master, R&D-Agent's evaluator) ran it before the
+        # request that closed the reply's implicit call: the log's order cannot move it out
+        event[NOT_BEFORE] = implicit.get("issued_at", response.get("at"))
+        if first and implicit.get("closed_at") is not None and not event.get("concurrent"):
+            event[NOT_AFTER] = implicit["closed_at"]
         event["integrity"] = {"status": "attributed", "source": "gateway", "response": source,
                               "agent_reported": ["exit_code", "stdout", "stderr", "duration_s"],
                               "snapshot_issued": implicit.get("snapshot_issued") if first else None,
                               "snapshot_closed": implicit.get("snapshot_closed") if first else None}
+        if left_out:
+            event["integrity"]["unattributed_files"] = left_out
         out.append(event)
     return out
 

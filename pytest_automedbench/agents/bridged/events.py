@@ -13,6 +13,7 @@ from typing import Any, Iterable
 from ...record.trace import TraceEvent
 
 LLM_CALL = "llm_call"
+NOT_BEFORE, NOT_AFTER = "not_before_s", "not_after_s"  # the gateway's bounds on a native event's time
 
 
 @dataclass
@@ -51,7 +52,8 @@ def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], off
     """Add llm_call events (their times moved to the run's clock by `offset`) and native events to
     `record.trace`, sort everything by time and number them again. A native event's time is its
     `started_s` (seconds since the gateway run opened), else its `wall_s` (epoch seconds, placed
-    by `opened_wall`), else just after the event before it."""
+    by `opened_wall`), else just after the event before it; kept within its `not_before_s` /
+    `not_after_s` (seconds since the gateway run opened) where it has them."""
     turn = max(1, record.turns)
     added: list[TraceEvent] = []
     for call in calls:
@@ -65,9 +67,15 @@ def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], off
         if at is None and isinstance(wall, (int, float)) and opened_wall is not None:
             at = wall - opened_wall
         at = last if at is None else at + offset
+        # the gateway's bounds on when it ran (corroborate.py): the log's own time cannot move it out
+        before, after = item.get(NOT_BEFORE), item.get(NOT_AFTER)
+        if isinstance(after, (int, float)):
+            at = min(at, after + offset)
+        if isinstance(before, (int, float)):
+            at = max(at, before + offset)
         last = at
         known = {k: v for k, v in item.items() if k in _EVENT_FIELDS and k not in ("index", "turn", "started_s")}
-        extra = {k: v for k, v in item.items() if k not in _EVENT_FIELDS and k != "wall_s"}
+        extra = {k: v for k, v in item.items() if k not in _EVENT_FIELDS and k not in ("wall_s", NOT_BEFORE, NOT_AFTER)}
         known.setdefault("tool", "agent_step")
         added.append(BridgedEvent(index=0, turn=turn, started_s=round(at, 3), native=extra or None, **known))
     submit = [e for e in record.trace if e.tool == "submit_results"]

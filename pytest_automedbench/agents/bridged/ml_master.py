@@ -28,7 +28,8 @@ sjtu-sai-agents/ML-Master's own snapshot, dc1c21b9, holds only its README).
   otherwise ``ml-master.verbose.log``: each node's creation line (``Drafted a new node N``,
   ``Improving node P to create new node N``, ``Debugging node P to create new node N``) is one
   ``execute_code`` event with the code of the model reply logged before it, and its review lines
-  (buggy or not, metric, best so far) in ``native``.
+  (buggy or not, metric, best so far) in ``native``. corroborate.py then counts a node only when
+  its code is in a reply the gateway served (a node with no reply before it has no code to count).
 """
 from __future__ import annotations
 
@@ -205,6 +206,8 @@ def log_events(lines: Iterable[str], parallel: bool = False) -> list[dict[str, A
                          "plan": plan[:5000], "is_buggy": None, "metric": None,
                          "code_from": "not in the log" if not code else
                          "the model reply before it" + (" (parallel search: matched by order)" if parallel else "")}
+                if parallel:
+                    event["concurrent"] = True  # its workers' requests close each other's replies (corroborate.py)
                 nodes[node_id] = event
                 events.append(event)
                 break

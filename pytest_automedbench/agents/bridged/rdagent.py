@@ -29,7 +29,9 @@ Read in the 1.0.0 wheel (``pip download rdagent==1.0.0 --no-deps``) and microsof
   writes ``/workspace/.agent/rdagent/events.jsonl``: tag, time, and a plain-JSON summary of each
   object (hypothesis, tasks, workspace files, run result, feedback, token counts). The host
   reads only that JSON (`record_events`): ``direct_exp_gen`` is a plan, ``coding`` /
-  ``running`` are ``execute_code`` cells with the pipeline's code, ``feedback`` its decision and
+  ``running`` are ``execute_code`` cells with the pipeline's code (its Python files, also as
+  ``code_files`` for corroborate.py to attribute one by one: its evaluator injects
+  ``test/submission_format_test.py``, which no response wrote), ``feedback`` its decision and
   reason. Its ``token_cost`` records are LiteLLM's client-side counts: kept as one
   ``agent_result`` cross-check, never charged (the gateway's llm_call events are).
 - Submission: the converter copies the ``submission.csv`` of the last ``sota_exp_to_submit``
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .base import Adapter, Launch, venv_install
+from .corroborate import files_code
 
 VERSION = "1.0.0"
 COMPETITION = "amb"
@@ -212,14 +215,12 @@ def _wall(stamp: Any) -> float | None:
         return None
 
 
-def _code(files: Any) -> str:
-    """The pipeline's code from a workspace's files (main.py first, then the other .py files)."""
+def _code_files(files: Any) -> dict[str, str]:
+    """A workspace's Python files (name -> text): the cell's code is their join (`files_code`), and
+    corroborate.py attributes them one by one (its evaluator injects files no response wrote)."""
     if not isinstance(files, dict):
-        return ""
-    names = sorted((n for n in files if str(n).endswith(".py")), key=lambda n: (n != "main.py", n))
-    if names == ["main.py"]:
-        return str(files["main.py"])
-    return "\n\n".join(f"# --- {n}\n{files[n]}" for n in names)
+        return {}
+    return {str(n): str(v) for n, v in files.items() if str(n).endswith(".py")}
 
 
 def record_events(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -250,7 +251,9 @@ def record_events(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             events.append({**base, "tool": "agent_text", "stdout": plan[:MAX_TEXT]})
         elif step in ("coding", "running") and data.get("files"):
             result = data.get("result") or data.get("stdout") or ""
-            event = {**base, "tool": "execute_code", "language": "python", "code": _code(data["files"])[:MAX_TEXT],
+            code_files = _code_files(data["files"])
+            event = {**base, "tool": "execute_code", "language": "python", "code": files_code(code_files)[:MAX_TEXT],
+                     "code_files": code_files,
                      "stdout": str(result)[-MAX_TEXT:], "workspace": data.get("workspace")}
             if step == "running":
                 event["exit_code"] = 0 if data.get("result") is not None else 1
