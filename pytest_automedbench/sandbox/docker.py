@@ -27,6 +27,11 @@ engine's runtime for it). Inside, the runtime shows only those GPUs, numbered fr
 CUDA_VISIBLE_DEVICES is left unset (a host index there would name a GPU that is not there); a CPU
 run sets NVIDIA_VISIBLE_DEVICES=void so that images defaulting to "all" see no GPU.
 
+At a bridged run's tool-call boundaries the harness freezes the container and lists its processes
+through `ContainerCgroup` (the sandbox's `_cgroups`, the same two calls as the local sandbox's
+`Cgroups`): `frozen()` pauses it (the engine's cgroup freezer) for the snapshot and always unpauses
+it; `members()` are its processes as host pids.
+
 Every container carries the label `amb.sandbox` and its owner (`host:pid`); `start` removes
 containers whose owner process on this machine is gone (a worker that crashed).
 """
@@ -41,7 +46,9 @@ import struct
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from . import seccomp
 from .base import AGENT_PUBLIC, AGENT_WORKSPACE, ExecResult, Sandbox, SandboxError
@@ -125,6 +132,9 @@ class DockerSandbox(Sandbox):
         self._reserve: Path | None = None  # the runs filesystem's reserve for this run's results (cells.py)
         self.removed: list[str] = []  # what sanitising the workspace removed after the run
         self._cells = 0  # cells run (names each cell's file and FIFO)
+        # what the boundary snapshots freeze and list (agents/bridged/snapshots.py `cgroups_of`); it asks
+        # for the container each time, since a cell that cannot be cleaned up replaces it
+        self._cgroups = ContainerCgroup(lambda: self.container)
 
     @property
     def python(self) -> AgentPython | None:
@@ -346,6 +356,77 @@ class DockerSandbox(Sandbox):
             except Exception:
                 pass
             self._run_container()
+
+
+class ContainerCgroup:
+    """The agent container's processes as the harness's snapshots see them: `frozen` and `members`,
+    the calls sandbox/cgroups.py's `Cgroups` answers for the local sandbox.
+
+    Freezing is `docker pause` (the engine writes the container's cgroup freezer and returns once it
+    is frozen). Where the engine cannot (a rootless engine on cgroup v1 has no freezer) or there is no
+    container, the block runs unfrozen and says so. Members come from the engine's `top` (ps run by
+    the engine over the container's cgroup: right for every cgroup driver and version, and it answers
+    while paused), kept only where this machine's /proc/<pid>/cgroup names the container: with an
+    engine on another machine or in another pid namespace the pids would name other processes here.
+    """
+
+    def __init__(self, container_of: Callable[[], Any], thaw_tries: int = 3):
+        self.container_of = container_of
+        self.thaw_tries = thaw_tries
+
+    @contextmanager
+    def frozen(self) -> Iterator[bool]:
+        container = self.container_of()
+        if container is None:
+            yield False
+            return
+        try:
+            container.pause()
+        except Exception:  # no freezer, gone, or already paused by someone else: the block runs unfrozen
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._thaw(container)
+
+    def _thaw(self, container) -> None:
+        """Unpause; never raises (a container that died or was replaced meanwhile has nothing to thaw),
+        and retries while the engine still says paused, since a container left paused stalls the run."""
+        for attempt in range(self.thaw_tries):
+            try:
+                container.unpause()
+                return
+            except Exception:
+                pass
+            try:
+                container.reload()
+            except Exception:
+                return  # removed meanwhile
+            if getattr(container, "status", None) != "paused":
+                return
+            time.sleep(0.1 * (attempt + 1))
+
+    def members(self) -> set[int] | None:
+        """The container's processes as host pids; None where they cannot be seen from this machine."""
+        container = self.container_of()
+        if container is None:
+            return None
+        try:
+            listed = container.top(ps_args="-o pid")
+            column = listed["Titles"].index("PID")
+            pids = {int(row[column]) for row in listed["Processes"] or []}
+        except Exception:  # gone, or an engine whose ps answers otherwise
+            return None
+        here = {pid for pid in pids if _in_container(pid, container.id)}
+        return here if here or not pids else None
+
+
+def _in_container(pid: int, container_id: str) -> bool:
+    try:
+        return container_id in Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False
 
 
 class FifoTraceChannel(TraceChannel):

@@ -2,7 +2,8 @@
 
 The gateway calls `BoundarySnapshots` (as `RunBinding.on_tool_boundary`) before a response that
 issues tool calls reaches the agent, and when a request carries their results back. Each time the
-sandbox's processes are frozen (its cgroup's freezer, sandbox/cgroups.py `Cgroups.frozen`) while
+sandbox's processes are frozen (their cgroup's freezer: the local sandbox's sandbox/cgroups.py
+`Cgroups.frozen`, the Docker sandbox's paused container, sandbox/docker.py `ContainerCgroup`) while
 `WorkspaceSnapshots.take` walks and hashes the workspace, so nothing changes under the walk and
 nothing the agent runs sees the pause as its own time: the seconds go to the run's ``harness_s`` and
 are left out of its time limit (`AgentClock`). One snapshot is taken as the run opens (the workspace
@@ -24,8 +25,10 @@ from ...evidence.provenance import Snapshot, WorkspaceSnapshots, diff
 
 
 def cgroups_of(sandbox: Any):
-    """The cgroups of the sandbox's processes (a guarded sandbox's inner one), or None (Docker: its
-    container's cgroup is the engine's; no freeze there, the snapshot is taken unfrozen and says so)."""
+    """What freezes and lists the sandbox's processes (a guarded sandbox's inner one): its `_cgroups`,
+    an object with `frozen()` (a context manager yielding whether they are frozen) and `members()`
+    (host pids, or None where unknown); None where the sandbox has none (the snapshot is then taken
+    unfrozen and says so)."""
     seen = 0
     while sandbox is not None and seen < 5:
         groups = getattr(sandbox, "_cgroups", None)
@@ -41,12 +44,14 @@ MAX_PROCESSES, MAX_ARGV = 64, 300
 def processes(cgroups: Any) -> list[str] | None:
     """The command lines of the sandbox's processes at this moment, read from the host's /proc (the
     group's members: the harness's view, not the agent's report). Only what is alive at a boundary:
-    a program that started and ended between two boundaries is not seen. None without cgroups."""
+    a program that started and ended between two boundaries is not seen. None without cgroups, or
+    where they cannot say who their members are."""
     members = getattr(cgroups, "members", None)
-    if not callable(members):
+    pids = members() if callable(members) else None
+    if pids is None:
         return None
     out = []
-    for pid in sorted(members())[:MAX_PROCESSES]:
+    for pid in sorted(pids)[:MAX_PROCESSES]:
         try:
             raw = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
