@@ -178,7 +178,8 @@ def figures(runs: list[dict]) -> dict[str, Any]:
 def show_agent(agent: str, f: dict[str, Any], what: str) -> None:
     print(f"{agent}: {f['runs']} runs ({f['submitted']} submitted) of {what}")
     print(f"  boundaries per run (median)          {f['boundaries_per_run']:8.1f}   ({f['frozen']}/{f['boundaries']} frozen)")
-    print(f"  one boundary (median)                {f['median_boundary_s'] * 1000:8.1f} ms  (p95 {f['p95_boundary_s'] * 1000:.1f} ms)")
+    print(f"  one boundary (median)                {f['median_boundary_s'] * 1000:8.1f} ms  "
+          f"(p95 {f['p95_boundary_s'] * 1000:.1f} ms)")
     print(f"  boundary seconds per run (median)    {f['boundary_s_per_run']:8.3f} s of a {f['wall_time_s']:.1f} s run "
           f"(harness_s {f['harness_s']:.3f} s)")
     print(f"  share of the run's wall time         {f['share_of_wall'] * 100:8.2f} %  (max {f['max_share_of_wall'] * 100:.2f} %; "
@@ -186,8 +187,8 @@ def show_agent(agent: str, f: dict[str, Any], what: str) -> None:
     if f["listing_share"] is None:
         print("  process listing                      not measured (the sandbox's cgroups cannot list members)")
     else:
-        print(f"  process listing: of boundary time    {f['listing_share'] * 100:8.2f} %  (median {f['median_listing_s'] * 1e3:.2f} ms, "
-              f"{f['median_processes_seen']:.0f} processes seen)")
+        print(f"  process listing: of boundary time    {f['listing_share'] * 100:8.2f} %  "
+              f"(median {f['median_listing_s'] * 1e3:.2f} ms, {f['median_processes_seen']:.0f} processes seen)")
 
 
 def main() -> int:
