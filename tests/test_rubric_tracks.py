@@ -29,7 +29,7 @@ def test_the_overlays_as_each_anchor_scores():
     deps = {"clear_pipeline": "plan_exists", "model_chosen": "plan_exists", "plan_png_is_diagram": "plan_png_exists"}
     assert seg.requires("S1") == det.requires("S1") == enh.requires("S1") == deps
     assert vqa.requires("S1") == {}  # eval_vqa reads every item on its own
-    assert seg.levels("S3") == det.levels("S3") == {"none": 0.0, "shape_only": 0.5, "range_aware": 0.5,
+    assert seg.levels("S3") == det.levels("S3") == {"none": 0.0, "shape_only": 0.0, "range_aware": 0.5,
                                                     "pilot_and_quality_check": 1.0}
     assert sorted(set(enh.levels("S3").values())) == [0.0, 0.2, 0.5, 1.0]  # RUBRIC.md: four levels
     assert vqa.items("S2") == ["weights_obtained", "environment_built", "smoke_forward_passed"]
@@ -86,7 +86,7 @@ SHAPE_ONLY_PILOT = LOAD + "x = nib.load(os.path.join(d, cases[0])).get_fdata()\n
     "assert pred.ndim == 5"
 
 
-@pytest.mark.parametrize("track, level", [("segmentation", 0.5), ("detection", 0.5), ("enhancement", 0.2),
+@pytest.mark.parametrize("track, level", [("segmentation", 0.0), ("detection", 0.0), ("enhancement", 0.2),
                                           ("classification", 0.2)])
 def test_a_shape_only_check_scores_by_the_tracks_levels(tmp_path, track, level):
     cells = [dict(c, code=SHAPE_ONLY_PILOT, stdout="(8, 8, 8)\n") if c["code"] == PILOT else c for c in good_cells()]
@@ -124,7 +124,7 @@ def test_the_judge_models_text_and_schema_are_the_tracks():
     seg, vqa = rubric_for("segmentation"), rubric_for("vqa")
     text = seg.text("segmentation", "standard")
     assert "eval_seg/llm_judge.py" in text and "unmet when plan_exists is unmet" in text
-    assert "anchor: s1b_plan_pipeline" in text and "level 0.5 shape_only" in text
+    assert "anchor: s1b_plan_pipeline" in text and "level 0.0 shape_only" in text
     schema = answer_schema(vqa)
     assert set(schema["properties"]["S2"]["required"]) == {"weights_obtained", "environment_built"}  # not the harness's
     assert "decided by the harness" in vqa.text("vqa", "lite")

@@ -157,3 +157,17 @@ def test_other_tracks_have_no_vqa_items(tmp_path):
     rec = make_record([c for c, _ in honest()])
     v = judge(rec, ws, "lite", N_CASES, track="segmentation")
     assert "smoke_forward_passed" not in v["S2"].items and "postprocess_calibrated" not in v["S3"].items
+
+
+def test_the_vqa_brief_asks_for_the_artefacts_it_scores():
+    from pathlib import Path
+
+    from pytest_automedbench.tasks import load_task_file
+    from pytest_automedbench.tasks.brief import build_brief
+
+    demo = Path(__file__).resolve().parent.parent / "task_suites" / "demo"
+    vqa_brief = build_brief(load_task_file(demo / "vqa" / "image_vqa.task.yaml").spec, "lite")
+    for name in (VF.SMOKE, VF.POSTPROCESS, VF.CALIBRATION):
+        assert name in vqa_brief, name
+    other = build_brief(load_task_file(demo / "enhancement" / "ldct_denoise.task.yaml").spec, "lite")
+    assert VF.SMOKE not in other and VF.CALIBRATION not in other

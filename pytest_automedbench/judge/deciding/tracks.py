@@ -48,8 +48,9 @@ def training_cell(cells: list[Cell], reads: Reads) -> Cell | None:
 
 
 def _ran_model(c: Cell, reads: Reads) -> bool:
-    """The cell read the task's model files (the tracer's opens) or called a model on data (code)."""
-    return bool(reads.model_reads(c) or c.facts.model_calls)
+    """The cell read the task's model files (the tracer's opens) or called a model on data (code); where the
+    task ships no model files (a rule is the model), it applied a method to data."""
+    return bool(reads.model_reads(c) or c.facts.model_calls or (not reads.model.files and c.facts.methods))
 
 
 def _writer(name: str, cells: list[Cell], history: History) -> tuple[Cell | None, str]:
