@@ -1,9 +1,9 @@
 """The heuristic judge (the default): S1-S3 decided offline and deterministically from evidence.
 
 Items and levels are the rubric's (rubric.yaml, with the run's track overlay: rubric_for). S1 reads the
-plan files; S2 and S3 read the cells as code (evidence.py, code.py: never comments or strings), on the lines the harness's tracer
-saw run where there is a trace (executed.py), and credit an item only when a cell that ran shows
-it: exit 0, and its output or the files it wrote show the effect. Every item
+plan files; S2 and S3 read the cells as code (evidence.py, code.py: never comments or strings), on the
+lines the harness's tracer saw run where there is a trace (executed.py), and credit an item only when a
+cell that ran shows it: exit 0, and its output or the files it wrote show the effect. Every item
 records its evidence (a file, a cell and the quoted line), so a reader of result.json can check
 the verdict. A stage the run never reached scores 0, whatever the tier forgives: S1 needs
 plan.md, S2 and S3 need a tool call attributed to them or to a later stage (stages.py runs first).
