@@ -55,7 +55,7 @@ def test_valid_answer_scores_the_rubric(tmp_path, run):
     conversation, tools = model.requests[0]
     assert tools == []
     prompt = conversation[-1]["content"]
-    assert "Rubric v1" in prompt and "three_models_researched" in prompt and "plan.md" in prompt
+    assert "Rubric v2" in prompt and "three_models_researched" in prompt and "plan.md" in prompt
 
 
 def test_invalid_json_gets_one_retry(tmp_path, run):

@@ -1,6 +1,6 @@
 """Judges of the workflow stages S1-S3 (S4 and S5 are formulas in scoring/formulas.py).
 
-    rubric.yaml / rubric.py   the items and levels, shared by every track and judge
+    rubric.yaml / rubric.py   the items and levels (shared, with each track's overlay), for every judge
     reading/                  a run read: cells as code cut to what ran, the harness's snapshots, stage labels
     replays/                  cells run again by the harness on broken outputs, results, weights or inputs
     deciding/                 the items from those facts: the heuristic judge and the LLM judge
@@ -19,7 +19,7 @@ from .reading import History, executed_summary, shell_summary
 HEURISTIC = "heuristic"
 # Bumped whenever a verdict could change for the same run: result.json's judge block and the
 # configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
-JUDGE_VERSION = 7  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
+JUDGE_VERSION = 8  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
 # 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it;
 # 4: bash cells read on the commands that ran (their xtrace, sandbox/xtrace.py); checksums are no method;
 #    S2 weights by the files a cell opened (tracer) and any-format perturbation (replay_weights.py);
@@ -27,6 +27,9 @@ JUDGE_VERSION = 7  # 2: harness-side provenance (snapshots) behind S1 timing, S2
 # 5: the agent's modules and child scripts read on what ran (the tracer's `modules`); model_chosen needs a reason
 # 6: S3 checks by what they do to a broken result (the result probe, replay_probe.py), code reading second
 # 7: the replays share one hard deadline, the agent's own time (replays/deadline.py): fewer verdicts on short runs
+# 8: per-track rubrics (rubric.yaml `tracks:`): item dependencies (segmentation, detection, enhancement), S3's
+#    three levels for segmentation and detection, enhancement's s2b refuses training, VQA's S2 triplet with the
+#    harness's smoke_forward_passed and its S3 cap postprocess_calibrated
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
@@ -62,7 +65,7 @@ def _stages(record, workspace, track, tier, n_cases, llm_judge, public, brief, i
     else:
         info = {"kind": HEURISTIC}
     try:
-        return judge(record, workspace, tier, n_cases, public, brief, inference_only, history), info
+        return judge(record, workspace, tier, n_cases, public, brief, inference_only, history, track), info
     except Exception as e:  # a bug here must not lose a finished run
         empty = {s: StageVerdict(0.0, {"_judge": {"met": False, "evidence": "the judge failed"}})
                  for s in ("S1", "S2", "S3")}

@@ -5,44 +5,26 @@ Apart from both so that neither imports the other.
 """
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
+from ..judge.reading.vqa_files import CALIBRATION, POSTPROCESS, SMOKE, smoke_file_problem
 from ..util import safefs
 
 if TYPE_CHECKING:
     from .failure_codes import RunFacts
 
 VQA_TRACK = "vqa"
-SMOKE, POSTPROCESS, CALIBRATION = "smoke_forward.json", "answer_postprocess.py", "s3_calibration.json"
-SMOKE_READ_LIMIT = 1 << 20
-SMOKE_KEYS = ("model_name", "device", "wall_s", "raw_output_sample", "success")
-SMOKE_PLACEHOLDERS = ("heuristic:", "fallback:", "placeholder:", "mock:")  # inference_verifier.check_smoke_forward
+__all__ = ["CALIBRATION", "POSTPROCESS", "SMOKE", "VQA_TRACK", "present", "s3_never_written", "smoke_problem"]
 
 
 def smoke_problem(f: RunFacts) -> str | None:
     """Why smoke_forward.json does not show a passed smoke forward (None: it does), as the anchor's
-    check_smoke_forward reads it, and only where the harness saw the task's model applied to the data
-    (the file is the agent's own account; the model call is the judge's S2 weights_obtained)."""
+    check_smoke_forward reads it (judge/reading/vqa_files.py), and only where the harness saw the task's
+    model applied to the data (the file is the agent's own account; the model call is the judge's S2
+    weights_obtained)."""
     if (f.s4_guards or {}).get("model_call_detected") is not True:
         return "the harness saw no model call"
-    text = safefs.try_read_text(f.workspace / SMOKE, SMOKE_READ_LIMIT, inside_of=f.workspace)
-    if text is None:
-        return f"no {SMOKE}"
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return f"{SMOKE} is not JSON"
-    if not isinstance(record, dict) or any(k not in record for k in SMOKE_KEYS):
-        return f"{SMOKE} lacks one of {', '.join(SMOKE_KEYS)}"
-    wall, sample = record.get("wall_s"), str(record.get("raw_output_sample") or "").strip()
-    if record.get("success") is not True:
-        return f"{SMOKE}: success is not true"
-    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or wall < 0.3:
-        return f"{SMOKE}: wall_s under 0.3"
-    if len(sample) < 5 or sample.lower().startswith(SMOKE_PLACEHOLDERS):
-        return f"{SMOKE}: raw_output_sample is short or a placeholder"
-    return None
+    return smoke_file_problem(f.workspace)
 
 
 def present(f: RunFacts, name: str) -> bool:

@@ -47,19 +47,33 @@ def preamble(task: TaskSpec, tier: str) -> str:
         STAGES.format(png=png),
         "",
         "## Required artifacts (scored)",
-        *[f"- {a}" for a in required_artifacts(tier)],
+        *[f"- {a}" for a in required_artifacts(tier, task.track)],
     ])
 
 
-def required_artifacts(tier: str) -> list[str]:
+# The VQA track's S2 / S3 artefacts, as AutoMedBench's eval_vqa prompts ask for them (README.md 3.2-3.3); the
+# harness credits them only from cells it saw run the model (judge/rubric.yaml `tracks.vqa`).
+VQA_ARTIFACTS = (
+    "/workspace/smoke_forward.json (S2), written by the cell that ran a smoke forward of your model: "
+    '{"model_name", "device", "wall_s" (seconds, >= 0.3), "raw_output_sample" (the raw model text), "success": true}.',
+    "/workspace/answer_postprocess.py (S3): `def postprocess(raw: str) -> str` turning raw model text into the short "
+    "answer; import and use it for every answer.",
+    "/workspace/s3_calibration.json (S3): at least 15 records you computed with the model, each "
+    '{"question_id", "raw_model_output", "predicted_answer" (postprocess of the raw output), "gold_answer" '
+    '(a real reference answer), "hit"}.',
+)
+
+
+def required_artifacts(tier: str, track: str = "") -> list[str]:
     """What the judge looks for, in the agent's words (judge/rubric.yaml has the items)."""
     plan = ("/workspace/plan.md (every tier): a numbered pipeline from reading the data to writing the outputs, "
             "the model you chose and why")
+    extra = list(VQA_ARTIFACTS) if track == "vqa" else []
     if tier == "lite":
-        return [plan + ".", "Outputs under /workspace/outputs in the submission format below."]
+        return [plan + ".", *extra, "Outputs under /workspace/outputs in the submission format below."]
     return [plan + ", and at least 3 candidate models you compared.",
             "/workspace/plan.png (standard and pro tiers): a diagram of your pipeline (boxes and arrows).",
-            "Outputs under /workspace/outputs in the submission format below."]
+            *extra, "Outputs under /workspace/outputs in the submission format below."]
 
 
 def tier_section(task: TaskSpec, tier: str) -> str:

@@ -1,9 +1,9 @@
 """The heuristic judge (the default): S1-S3 decided offline and deterministically from evidence.
 
-Items and levels are the rubric's (rubric.yaml). S1 reads the plan files; S2 and S3 read the
-cells as code (evidence.py, code.py: never comments or strings), on the lines the harness's tracer
-saw run where there is a trace (executed.py), and credit an item only when a cell that ran shows
-it: exit 0, and its output or the files it wrote show the effect. Every item
+Items and levels are the rubric's (rubric.yaml, with the run's track overlay: rubric_for). S1 reads the
+plan files; S2 and S3 read the cells as code (evidence.py, code.py: never comments or strings), on the
+lines the harness's tracer saw run where there is a trace (executed.py), and credit an item only when a
+cell that ran shows it: exit 0, and its output or the files it wrote show the effect. Every item
 records its evidence (a file, a cell and the quoted line), so a reader of result.json can check
 the verdict. A stage the run never reached scores 0, whatever the tier forgives: S1 needs
 plan.md, S2 and S3 need a tool call attributed to them or to a later stage (stages.py runs first).
@@ -19,7 +19,8 @@ from ...util import safefs
 from ...record.trace import RunRecord
 from ..reading import (VALUE_KINDS, Cell, History, ModelFiles, Reads, attribute_stages, find_file, find_pilot, first,
                        full_run, need, patterns as P, probe_of, ran_once, read_run, reached, third_party)
-from ..rubric import load_rubric
+from ..rubric import Rubric, load_rubric, rubric_for
+from . import tracks
 
 PLAN_MAX_BYTES = 1_000_000  # a plan.md beyond this is not a plan (and is not read)
 PLAN_READ_BYTES = 200_000  # what any judge reads of plan.md
@@ -243,7 +244,8 @@ def pipeline_steps(raw: list[str], prose: list[str]) -> tuple[int, str]:
                (actions, "actions listed in order in one line"), key=lambda t: t[0])
 
 
-def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None) -> StageVerdict:
+def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None,
+             rubric: Rubric | None = None) -> StageVerdict:
     v = StageVerdict(0.0)
     plan = workspace / "plan.md"
     text, note = read_plan(plan)
@@ -290,16 +292,21 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
         ok, why = False, f"plan.png is a byte copy of the public file {history.public_copy(copy)}"
         v.denied.append(why)
     v.item("plan_png_is_diagram", ok, why)
-    apply_tier_and_reach(v, "S1", tier, plan.is_file())
+    apply_tier_and_reach(v, "S1", tier, plan.is_file(), rubric)
     return v
 
 
-def apply_tier_and_reach(v: StageVerdict, stage: str, tier: str, was_reached: bool) -> None:
-    """Lite forgives some items; a stage never reached is 0. Shared by every judge."""
+def apply_tier_and_reach(v: StageVerdict, stage: str, tier: str, was_reached: bool,
+                         rubric: Rubric | None = None) -> None:
+    """The track's dependencies first (an item whose prerequisite is unmet is unmet), then lite forgives some
+    items, then the mean and the track's caps; a stage never reached is 0. Shared by every judge."""
+    rubric = rubric or load_rubric()
+    tracks.apply_requires(v, rubric, stage)
     if tier == "lite":
-        for name in load_rubric().lite_met(stage):
+        for name in rubric.lite_met(stage):
             v.item(name, True, "lite tier: counted as met")
     v.score = v.mean_score() if was_reached else 0.0
+    tracks.apply_caps(v, rubric, stage)
     if not was_reached:
         v.items["_stage"] = {"met": False, "evidence": f"{stage} never reached: scored 0"}
 
@@ -374,7 +381,8 @@ def model_applied(cells: list[Cell], history: History | None, reads: Reads | Non
 
 
 def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = (), history: History | None = None,
-             inference_only: bool = False, n_cases: int = 0) -> StageVerdict:
+             inference_only: bool = False, n_cases: int = 0, rubric: Rubric | None = None) -> StageVerdict:
+    rubric = rubric or load_rubric()
     v = StageVerdict(0.0)
     full = full_run(cells, n_cases) if history is not None and history.observable else None
     # Setup is what came before the outputs were complete: checks made afterwards set nothing up.
@@ -394,9 +402,14 @@ def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()
     # Compatibility means looking at more than one property of the input, and showing it.
     best = max((c for c in ran if c.shown), key=lambda c: len(c.facts.input_props), default=None)
     kinds = sorted(best.facts.input_props) if best else []
-    v.item("compatibility_checked", len(kinds) >= 2,
-           (best.cite(min(best.facts.input_props.values())) + f" (shows {', '.join(kinds)})") if kinds
-           else "no cell that ran showed a property of the input")
+    compatible = v.item("compatibility_checked", len(kinds) >= 2,
+                        (best.cite(min(best.facts.input_props.values())) + f" (shows {', '.join(kinds)})") if kinds
+                        else "no cell that ran showed a property of the input")
+    if compatible and (rubric.item("S2", "compatibility_checked") or {}).get("refuses_training"):
+        trained = tracks.training_cell(cells, reads)
+        if trained is not None:  # eval_image_enhancement RUBRIC.md s2b: "no training patterns ... triggered"
+            v.item("compatibility_checked", False, f"training on the task's model: "
+                   f"{trained.cite(trained.facts.training[0])} (no credit for a compatibility check)")
     env = first(ran, lambda c: c.facts.installs or c.facts.env_checks or third_party(c.facts))
     v.item("environment_built", env is not None,
            (env.cite((env.facts.installs or env.facts.env_checks or [None])[0])
@@ -424,7 +437,13 @@ def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()
     v.item("model_on_device", where_device is not None and where_model is not None,
            (where_device or "no cell that ran chose a device")
            + (f"; model built in {where_model}" if where_model else "; no model built or loaded"))
-    apply_tier_and_reach(v, "S2", "", reached(record, "S2"))
+    if "smoke_forward_passed" in rubric.items("S2"):
+        workspace = list(roots)[0] if list(roots) else None
+        v.item("smoke_forward_passed", *(tracks.smoke_forward(workspace, cells, history, reads) if workspace
+                                         else (False, "no workspace to read")))
+    for name in [n for n in v.items if n not in rubric.items("S2")]:  # the items the track's rubric leaves out
+        del v.items[name]
+    apply_tier_and_reach(v, "S2", "", reached(record, "S2"), rubric)
     return v
 
 
@@ -529,9 +548,12 @@ def pilot_replayed(pilot: Cell, check: Cell) -> str:
     return f" (not replayed: {r.get('not_replayed')})" if r.get("not_replayed") else ""
 
 
-def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: History | None = None) -> StageVerdict:
-    """The validation ladder: 0 / 0.2 shape-only / 0.5 range- or label-aware / 1.0 pilot + check + full run."""
-    levels = load_rubric().levels("S3")
+def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: History | None = None,
+             rubric: Rubric | None = None, workspace: Path | None = None) -> StageVerdict:
+    """The validation ladder: 0 / 0.2 shape-only / 0.5 range- or label-aware / 1.0 pilot + check + full run
+    (the scores are the track's: segmentation and detection count shape-only 0.5), then the track's caps."""
+    rubric = rubric or load_rubric()
+    levels = rubric.levels("S3")
     v = StageVerdict(0.0)
     full = full_run(cells, n_cases)
     pilot, why = find_pilot(cells, n_cases)
@@ -562,6 +584,11 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
     v.items["level"] = {"met": level != "none", "evidence": level + (
         " (a pilot without a full run after it)" if pilot_check is not None and full is None else "")}
     v.score = levels[level] if reached(record, "S3") else 0.0
+    if "postprocess_calibrated" in rubric.items("S3") and workspace is not None:
+        public = history.public if history is not None else None
+        v.item("postprocess_calibrated", *tracks.calibrated(workspace, cells, history,
+                                                             Reads(cells, history, ModelFiles.of(public))))
+    tracks.apply_caps(v, rubric, "S3")
     return v
 
 
@@ -586,17 +613,19 @@ def judge_s4(history: History, track: str = "segmentation") -> StageVerdict:
 
 def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int, public: Path | None = None,
           brief: str | None = None, inference_only: bool = False,
-          history: History | None = None) -> dict[str, StageVerdict]:
+          history: History | None = None, track: str | None = None) -> dict[str, StageVerdict]:
+    """S1-S3 by the rubric of `track` (rubric.yaml's overlay for it; None: the shared rubric)."""
     cells = read_run(record)
     attribute_stages(record, n_cases, cells)
     history = history or History(record, public)
-    verdicts = {"S1": judge_s1(workspace, tier, history, brief),
-                "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases),
-                "S3": judge_s3(record, cells, n_cases, history)}
+    rubric = rubric_for(track)
+    verdicts = {"S1": judge_s1(workspace, tier, history, brief, rubric),
+                "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases, rubric),
+                "S3": judge_s3(record, cells, n_cases, history, rubric, workspace)}
     python = [c for c in cells if (c.event.language or "python") == "python"]
     if python and not any(c.traced for c in python):  # no trace: the text's reading stands, and says so
         for stage in ("S2", "S3"):
             for name, item in verdicts[stage].items.items():
-                if name not in ("_stage", "level", "at_most_5_env_failures"):
+                if name not in ("_stage", "level", "at_most_5_env_failures", *rubric.harness_items(stage)):
                     item["evidence"] = f"{item['evidence']} [executed lines not_observable: code read as text]"
     return verdicts

@@ -29,7 +29,8 @@ from ...util.atomic_files import atomic_write
 from . import heuristic
 from ..reading import ran_of, reached, tampered
 from .heuristic import StageVerdict, apply_tier_and_reach
-from ..rubric import load_rubric
+from ..rubric import Rubric, rubric_for
+from . import tracks
 
 TRACE_CAP_CHARS = 24_000
 OPEN, CLOSE = "<<<AGENT DATA", "<<<END AGENT DATA"
@@ -56,7 +57,8 @@ def answer_schema(rubric) -> dict[str, Any]:
     return {
         "type": "object", "required": ["S1", "S2", "S3"],
         "properties": {
-            **{s: {"type": "object", "required": rubric.items(s), "properties": {i: item for i in rubric.items(s)}}
+            **{s: {"type": "object", "required": rubric.judged_items(s),
+                   "properties": {i: item for i in rubric.judged_items(s)}}
                for s in ("S1", "S2")},
             "S3": {"type": "object", "required": ["level", "evidence"],
                    "properties": {"level": {"enum": list(rubric.levels("S3"))}, "evidence": {"type": "string"}}},
@@ -72,7 +74,7 @@ def validate_answer(answer: Any, rubric) -> str | None:
         block = answer.get(stage)
         if not isinstance(block, dict):
             return f"{stage}: missing or not an object"
-        for name in rubric.items(stage):
+        for name in rubric.judged_items(stage):
             it = block.get(name)
             if not isinstance(it, dict) or not isinstance(it.get("met"), bool):
                 return f"{stage}.{name}: needs {{\"met\": true|false, \"evidence\": \"...\"}}"
@@ -194,7 +196,7 @@ class LLMJudge:
 
     def prompt(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int,
                facts: str = "") -> tuple[str, str]:
-        rubric = load_rubric()
+        rubric = rubric_for(track)
         rubric_text = rubric.text(track, tier)
         body = "\n\n".join([
             "# Rubric\n" + rubric_text,
@@ -215,7 +217,8 @@ class LLMJudge:
     def judge(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int,
               public: Path | None = None, brief: str | None = None,
               inference_only: bool = False) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
-        fallback = heuristic.judge(record, workspace, tier, n_cases, public, brief, inference_only)  # labels stages
+        fallback = heuristic.judge(record, workspace, tier, n_cases, public, brief, inference_only,
+                                   track=track)  # labels stages
         rubric_text, body = self.prompt(record, workspace, track, tier, n_cases, harness_facts(record, fallback))
         key = self.cache_key(rubric_text, body)
         info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
@@ -224,13 +227,13 @@ class LLMJudge:
         if injected:  # a run that instructs its grader is not shown to the model at all
             info.update(fallback=f"the agent's text addresses the judge ({injected})", note="heuristic verdict used")
             return fallback, info
-        answer = self._cached(key)
+        answer = self._cached(key, rubric_for(track))
         if answer is not None:
             info["cached"] = True
         else:
             usage = Usage()
             try:
-                answer, note, usage, calls = self._ask(body)
+                answer, note, usage, calls = self._ask(body, rubric_for(track))
             except Exception as e:  # no key, an outage, a broken backend: the run keeps its heuristic verdict
                 note, calls = f"the judge failed: {type(e).__name__}: {e}"[:400], int(getattr(e, "api_calls", 0) or 0)
                 usage = getattr(e, "usage", None) or usage
@@ -243,7 +246,7 @@ class LLMJudge:
                 info["note"] = "heuristic verdict used"
                 return fallback, info
             self._store(key, answer)
-        verdicts, uncited = to_verdicts(answer, record, workspace, tier, fallback)
+        verdicts, uncited = to_verdicts(answer, record, workspace, tier, fallback, track)
         if uncited:
             info["uncited"] = uncited  # claimed met without a citation of a call that ran or a plan file
         capped = cap_by_facts(verdicts, fallback)
@@ -251,8 +254,7 @@ class LLMJudge:
             info["capped_by_facts"] = capped
         return verdicts, info
 
-    def _ask(self, body: str) -> tuple[dict | None, str, Usage, int]:
-        rubric = load_rubric()
+    def _ask(self, body: str, rubric: Rubric) -> tuple[dict | None, str, Usage, int]:
         conversation = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": body}]
         usage, calls, problem = Usage(), 0, ""
         for _attempt in range(2):
@@ -274,7 +276,7 @@ class LLMJudge:
     def _cache_path(self, key: str) -> Path | None:
         return self.cache_dir / f"{key}.json" if self.cache_dir else None
 
-    def _cached(self, key: str) -> dict | None:
+    def _cached(self, key: str, rubric: Rubric) -> dict | None:
         path = self._cache_path(key)
         if path is None or not path.is_file():
             return None
@@ -282,7 +284,7 @@ class LLMJudge:
             answer = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return answer if validate_answer(answer, load_rubric()) is None else None
+        return answer if validate_answer(answer, rubric) is None else None
 
     def _store(self, key: str, answer: dict) -> None:
         path = self._cache_path(key)
@@ -373,16 +375,18 @@ def cites(evidence: str, record: RunRecord, files: tuple[str, ...] = ()) -> bool
 
 
 def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str,
-                heuristic_verdicts: dict[str, StageVerdict] | None = None) -> tuple[dict[str, StageVerdict], list[str]]:
-    """The model's answer as stage verdicts, with the shared tier and never-reached rules applied, and the
-    items it claimed without citing a call that ran or a plan file (counted unmet; for S3 the
+                heuristic_verdicts: dict[str, StageVerdict] | None = None,
+                track: str | None = None) -> tuple[dict[str, StageVerdict], list[str]]:
+    """The model's answer as stage verdicts by the track's rubric, with the shared dependency, tier, cap and
+    never-reached rules applied, the harness's own items (`by: harness`) taken from the heuristic verdict,
+    and the items it claimed without citing a call that ran or a plan file (counted unmet; for S3 the
     heuristic's level stands)."""
-    rubric = load_rubric()
+    rubric = rubric_for(track)
     out: dict[str, StageVerdict] = {}
     uncited: list[str] = []
     for stage, was_reached in (("S1", (workspace / "plan.md").is_file()), ("S2", reached(record, "S2"))):
         v = StageVerdict(0.0)
-        for name in rubric.items(stage):
+        for name in rubric.judged_items(stage):
             it = answer[stage][name]
             evidence = str(it.get("evidence", ""))
             met = it["met"] and cites(evidence, record, ("plan.md", "plan.png") if stage == "S1" else ())
@@ -390,7 +394,8 @@ def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str,
                 uncited.append(f"{stage}.{name}")
             unbacked = " (no citation: not counted)" if it["met"] and not met else ""
             v.item(name, met, "llm: " + evidence[:300] + unbacked)
-        apply_tier_and_reach(v, stage, tier if stage == "S1" else "", was_reached)
+        harness_decided(v, stage, rubric, heuristic_verdicts)
+        apply_tier_and_reach(v, stage, tier if stage == "S1" else "", was_reached, rubric)
         out[stage] = v
     level, evidence = answer["S3"]["level"], str(answer["S3"].get("evidence", ""))
     if level != "none" and not cites(evidence, record):
@@ -400,8 +405,20 @@ def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str,
         evidence += f" (no citation: the heuristic level {level} stands)"
     v = StageVerdict(rubric.levels("S3")[level] if reached(record, "S3") else 0.0)
     v.items["level"] = {"met": level != "none", "evidence": f"llm: {level}: {evidence[:300]}"}
+    harness_decided(v, "S3", rubric, heuristic_verdicts)
+    tracks.apply_caps(v, rubric, "S3")
     out["S3"] = v
     return out, uncited
+
+
+def harness_decided(v: StageVerdict, stage: str, rubric: Rubric,
+                    heuristic_verdicts: dict[str, StageVerdict] | None) -> None:
+    """The items only the harness decides, as the heuristic verdict (the harness's facts) has them; none
+    there: unmet."""
+    h = (heuristic_verdicts or {}).get(stage)
+    for name in rubric.harness_items(stage):
+        item = h.items.get(name) if h is not None else None
+        v.items[name] = dict(item) if item else {"met": False, "evidence": "the harness decided nothing"}
 
 
 def make_llm_judge(spec: str, cache_dir: Path | None, cost_fn=None) -> LLMJudge:
