@@ -9,7 +9,9 @@
   model tier it may ask for (its main model, the Haiku-tier side calls) is mapped by the gateway:
   Haiku names to the ``small`` role, the rest to ``chat``.
 - Trace: the gateway's tool calls (corroborate.py): each Bash call the model issued, with the
-  output Claude Code sent back to the model, is an ``execute_code`` cell the judge reads; other
+  output Claude Code sent back to the model, is an ``execute_code`` cell the judge reads (and a
+  replay runs: its ``command``, in the workspace, where ``CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR``
+  starts every call); other
   tool calls (Write, Edit, Read ...) are ``agent_tool`` events. Its stream-json
   (``/workspace/.agent/claude-stream.jsonl``, which the agent's processes can write) is
   corroborated against them (a call in it that no response issued is a ``forged_call``, never a
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Launch, NpmAdapter
-from .events import epoch as _epoch
+from .events import INVOCATION, epoch as _epoch
 
 PACKAGE = "@anthropic-ai/claude-code"
 STREAM = ".agent/claude-stream.jsonl"
@@ -43,6 +45,9 @@ class ClaudeCode(NpmAdapter):
         env = {"IS_SANDBOX": "1", "CLAUDE_CONFIG_DIR": '"$AMB_WORKSPACE/.agent/claude"',
                "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",
+               # each Bash call starts in the workspace (a `cd` does not carry over to the next call), so a
+               # call's folder is the one its command names, as its replay runs it (docs/agents.md)
+               "CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR": "1",
                "ANTHROPIC_MODEL": ASKED_MODEL, "ANTHROPIC_DEFAULT_SONNET_MODEL": ASKED_MODEL,
                "ANTHROPIC_DEFAULT_OPUS_MODEL": ASKED_MODEL, "ANTHROPIC_DEFAULT_HAIKU_MODEL": ASKED_SMALL,
                "ANTHROPIC_SMALL_FAST_MODEL": ASKED_SMALL, "CLAUDE_CODE_SUBAGENT_MODEL": ASKED_MODEL}
@@ -59,9 +64,9 @@ class ClaudeCode(NpmAdapter):
     def gateway_event(self, name: Any, arguments: Any) -> dict[str, Any]:
         """A tool call as the gateway served it: a Bash call is a bash cell, any other an agent_tool."""
         args = arguments if isinstance(arguments, dict) else {}
-        if name == "Bash":
+        if name == "Bash":  # its arguments name no folder and no variables: a replay runs it in the workspace
             return {"tool": "execute_code", "language": "bash", "code": str(args.get("command", ""))[:MAX_TEXT],
-                    "name": "Bash"}
+                    "name": "Bash", INVOCATION: {"cwd": None, "env": {}}}
         return {"tool": "agent_tool", "name": name, "code": json.dumps(arguments)[:MAX_TEXT]}
 
     def not_observable(self) -> list[str]:

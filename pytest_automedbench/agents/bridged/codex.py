@@ -13,11 +13,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 from .base import Launch, NpmAdapter
-from .events import epoch as _epoch
+from .events import INVOCATION, epoch as _epoch
 
 PACKAGE = "@openai/codex"
 CONFIG = """model = "amb-chat"
@@ -54,16 +55,26 @@ class Codex(NpmAdapter):
         return events
 
 
+CWD_KEYS = ("workdir", "working_directory", "cwd")  # exec_command / shell; local_shell's action
+
+
 def shell_event(name: Any, arguments: Any) -> dict[str, Any]:
-    """A function call as an event: its shell command (``cmd`` / ``command``, a string or argv) as a bash cell."""
+    """A function call as an event: its shell command (``cmd`` / ``command``, a string or argv, an argv
+    quoted as the shell would need it to run the same words) as a bash cell, with the working folder and
+    environment variables the call names (`invocation`: what a replay of the cell runs it with)."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
         except ValueError:
             pass
-    command = (arguments.get("cmd") or arguments.get("command")) if isinstance(arguments, dict) else None
-    code = " ".join(map(str, command)) if isinstance(command, list) else str(command or json.dumps(arguments))
-    return {"tool": "execute_code", "language": "bash", "code": code[:20000], "name": name}
+    args = arguments if isinstance(arguments, dict) else {}
+    command = args.get("cmd") or args.get("command")
+    code = shlex.join(map(str, command)) if isinstance(command, list) else str(command or json.dumps(arguments))
+    event = {"tool": "execute_code", "language": "bash", "code": code[:20000], "name": name}
+    cwd = next((args[k] for k in CWD_KEYS if isinstance(args.get(k), str) and args[k]), None)
+    env = args.get("env") if isinstance(args.get("env"), dict) else {}
+    event[INVOCATION] = {"cwd": cwd, "env": {str(k): str(v) for k, v in env.items()}}
+    return event
 
 
 SHELL_TOOLS = ("exec_command", "shell", "container.exec", "local_shell")

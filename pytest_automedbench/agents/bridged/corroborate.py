@@ -28,6 +28,11 @@ adds what the gateway cannot see (timings, is_error) and is checked against the 
   reordered log cannot move a check before the run it checks. A ``concurrent`` cell (ML-Master's
   parallel search: any worker's request closes every open reply) is bounded below only.
 
+What a replay of a cell runs (judge/replays/invocation.py) is the gateway's too: a tool call's command,
+and the folder and environment variables its arguments name (``invocation``, `Adapter.gateway_event`);
+a native event never carries one. A code-in-text cell's code is the served response's (its own text
+where the log's code has the same syntax tree as a block of it), run in the workspace.
+
 What the agent reports about a call (a command's output, its exit status) is marked in each event's
 ``integrity.agent_reported``: the harness did not observe it (docs/agents.md).
 """
@@ -39,7 +44,7 @@ import re
 from typing import Any, Iterable
 
 from ...gateway.transcript import canonical
-from .events import NOT_AFTER, NOT_BEFORE
+from .events import INVOCATION, NOT_AFTER, NOT_BEFORE
 
 FORGED, TAMPERED, UNATTRIBUTED = "forged_call", "tampered_log", "unattributed_code"
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
@@ -67,7 +72,7 @@ def tool_call_events(adapter, transcript: list[dict[str, Any]], native: list[dic
     served = served_calls(transcript)
     by_id = {str(c["id"]): c for c in served}
     calls = [e for e in native if e.get("call_id") is not None]
-    rest = [e for e in native if e.get("call_id") is None]
+    rest = [_logged_only(e) for e in native if e.get("call_id") is None]
     out: list[dict[str, Any]] = []
     flags: list[dict[str, Any]] = []
     logged: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -145,8 +150,13 @@ def _reordered(served: list[dict[str, Any]], logged: dict[str, tuple[int, dict[s
     return out
 
 
+def _logged_only(n: dict[str, Any]) -> dict[str, Any]:
+    """A native event as the log has it, less what only the gateway's record may say (INVOCATION)."""
+    return {k: v for k, v in n.items() if k != INVOCATION}
+
+
 def _forged(n: dict[str, Any], why: str) -> dict[str, Any]:
-    claim = {k: v for k, v in n.items() if k not in ("tool", "started_s", "wall_s")}
+    claim = {k: v for k, v in _logged_only(n).items() if k not in ("tool", "started_s", "wall_s")}
     return {"tool": FORGED, "started_s": None, "wall_s": n.get("wall_s"), "name": n.get("name"),
             "stderr": f"not in the gateway's record ({why}): the agent's log only", "claimed": claim,
             "integrity": {"status": "forged", "call_id": str(n.get("call_id"))}}
@@ -186,6 +196,7 @@ class Attribution:
 
     def __init__(self, transcript: list[dict[str, Any]]):
         self.trees: dict[str, int] = {}
+        self.texts: dict[str, str] = {}  # a syntax tree -> the served text that first held it
         self.lines: dict[str, int] = {}
         for e in transcript:
             text = e.get("text") or ""
@@ -199,6 +210,7 @@ class Attribution:
                 tree = _tree(c)
                 if tree is not None:
                     self.trees.setdefault(tree, e.get("n", 0))
+                    self.texts.setdefault(tree, c)
                 for line in c.splitlines():
                     if line.strip():
                         self.lines.setdefault(line.strip(), e.get("n", 0))
@@ -216,6 +228,14 @@ class Attribution:
             return None
         found = [self.lines[line] for line in lines if line in self.lines]
         return max(found) if len(found) == len(lines) else None
+
+    def served(self, code: str) -> str:
+        """The code as the response served it: its text where `code` has the same syntax tree as a block
+        of it (a framework that reformats the code it runs logs another text), else `code` (every line
+        of it is a served line, or the two differ only in blank space at the ends of lines)."""
+        tree = _tree(code)
+        text = self.texts.get(tree) if tree is not None else None
+        return code if text is None or _norm(text) == _norm(code) else text
 
 
 def files_code(files: dict[str, str]) -> str:
@@ -241,9 +261,9 @@ def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, An
     out = []
     for n in native:
         if n.get("tool") != "execute_code":
-            out.append(n)
+            out.append(_logged_only(n))
             continue
-        event = dict(n)
+        event = _logged_only(n)  # its folder and environment: the harness's (a replay's), never the log's
         files = event.pop("code_files", None)
         left_out: list[str] = []
         if isinstance(files, dict) and files:
@@ -251,11 +271,12 @@ def text_code_events(transcript: list[dict[str, Any]], native: list[dict[str, An
             left_out = [name for name, s in sources.items() if s is None]
             found = [s for s in sources.values() if s is not None]
             source = max(found) if found else None
-            if found and left_out:  # the cell is what a response wrote; the framework's own files are not
-                event["code"] = files_code({str(k): str(v) for k, v in files.items()
+            if found:  # the cell is what a response wrote, as it wrote it; the framework's own files are not
+                event["code"] = files_code({str(k): attribution.served(str(v)) for k, v in files.items()
                                             if sources[str(k)] is not None})[:MAX_TEXT]
         elif event.get("code"):
             source = attribution.of(str(event["code"]))
+            event["code"] = attribution.served(str(event["code"]))[:MAX_TEXT]
         else:
             out.append(_unattributed(event, "the log holds no code for it"))
             continue

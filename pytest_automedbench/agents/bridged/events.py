@@ -13,6 +13,9 @@ from typing import Any, Iterable
 from ...record.trace import TraceEvent
 
 LLM_CALL = "llm_call"
+# a gateway-built cell's working folder and environment variables, as the model's tool call named them
+# (`Adapter.gateway_event`): what a replay runs its command with; never taken from a native log
+INVOCATION = "invocation"
 NOT_BEFORE, NOT_AFTER = "not_before_s", "not_after_s"  # the gateway's bounds on a native event's time
 
 
@@ -22,11 +25,15 @@ class BridgedEvent(TraceEvent):
 
     llm: dict[str, Any] | None = None  # the gateway's LLMCall fields, for tool == "llm_call"
     native: dict[str, Any] | None = None  # the agent's own label and data for a converted event
+    # {"cwd": str | None, "env": {name: value}}: the gateway's tool call's (INVOCATION), None otherwise
+    invocation: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         llm = data.pop("llm")
         native = data.pop("native")
+        if data.get(INVOCATION) is None:
+            data.pop(INVOCATION)
         if llm is not None:
             data.update({k: v for k, v in llm.items() if k not in ("started_s", "tool")})
         if native is not None:
@@ -45,6 +52,19 @@ def epoch(stamp: Any) -> float | None:
         return datetime.fromisoformat(str(stamp)).timestamp() if stamp else None
     except ValueError:
         return None
+
+
+def gateway_invocation(item: dict[str, Any]) -> dict[str, Any] | None:
+    """The event's INVOCATION where the gateway's tool call made it (corroborate.py marks such an event
+    ``integrity.source == "gateway"`` with a ``call_id``), else None: a native log's folder or
+    environment never reaches a replay."""
+    integrity = item.get("integrity") if isinstance(item.get("integrity"), dict) else {}
+    value = item.get(INVOCATION)
+    if not isinstance(value, dict) or integrity.get("source") != "gateway" or item.get("call_id") is None:
+        return None
+    env = value.get("env") if isinstance(value.get("env"), dict) else {}
+    cwd = value.get("cwd")
+    return {"cwd": cwd if isinstance(cwd, str) and cwd else None, "env": {str(k): str(v) for k, v in env.items()}}
 
 
 def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], offset: float,
@@ -75,9 +95,11 @@ def merge_events(record, calls: Iterable[Any], native: list[dict[str, Any]], off
             at = max(at, before + offset)
         last = at
         known = {k: v for k, v in item.items() if k in _EVENT_FIELDS and k not in ("index", "turn", "started_s")}
-        extra = {k: v for k, v in item.items() if k not in _EVENT_FIELDS and k not in ("wall_s", NOT_BEFORE, NOT_AFTER)}
+        extra = {k: v for k, v in item.items()
+                 if k not in _EVENT_FIELDS and k not in ("wall_s", NOT_BEFORE, NOT_AFTER, INVOCATION)}
         known.setdefault("tool", "agent_step")
-        added.append(BridgedEvent(index=0, turn=turn, started_s=round(at, 3), native=extra or None, **known))
+        added.append(BridgedEvent(index=0, turn=turn, started_s=round(at, 3), native=extra or None,
+                                  invocation=gateway_invocation(item), **known))
     submit = [e for e in record.trace if e.tool == "submit_results"]
     rest = [e for e in record.trace if e.tool != "submit_results"]
     events = sorted(rest + added, key=lambda e: e.started_s) + submit

@@ -7,6 +7,7 @@ outputs, results, weights or inputs broken, to see what the agent's code does wi
     probe.py           the result probe: each method cell replayed with its results broken at the source
     probe_runtime.py   the probe's in-sandbox half (standard library only), loaded by the replay guard
     pilot.py           the pilot replayed on broken public cases (evidence only, --amb-replay-pilot)
+    invocation.py      what each replay runs for a cell: its code, and a bridged call's folder and variables
 
 The verdicts go on the trace events (`TraceEvent.replay`); the deciding part reads them from there through
 judge/reading, never from this package. This part imports judge/reading, never judge/deciding.

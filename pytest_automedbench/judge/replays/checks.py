@@ -22,6 +22,7 @@ from ...util import bounded_copy, safefs
 from ...record.trace import RunRecord
 from ..reading import OUTPUTS, Cell, History, read_run
 from .deadline import BudgetSpent
+from .invocation import replayed
 from .probe_runtime import mutate_file
 
 MUTATIONS = ("zeros", "missing", "nan", "shape", "labels")
@@ -111,7 +112,7 @@ def replay_cell(c: Cell, workspace: Path, make_sandbox, started: float, budget_s
                 return None
             timeout = max(1.0, min(CELL_TIMEOUT_S, budget_s - (time.monotonic() - started)))
             with make_sandbox(ws) as sandbox:
-                return sandbox.exec(c.event.code or "", c.event.language or "python", timeout=timeout)
+                return sandbox.exec(*replayed(c.event), timeout=timeout)
 
     try:
         for _ in range(2):

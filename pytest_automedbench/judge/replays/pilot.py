@@ -33,6 +33,7 @@ from ...record.trace import RunRecord
 from ..reading import Cell, History, find_pilot, full_run, read_run, vocabulary as V
 from .checks import copy_workspace
 from .deadline import BudgetSpent
+from .invocation import replayed
 from .weights import public_view
 
 MUTATIONS = ("zeros", "nan", "constant", "labels", "missing", "shape", "noise", "invert")
@@ -311,7 +312,7 @@ def _replay(chosen: list[Cell], workspace: Path, public: Path, rels: list[str], 
             with make_sandbox(ws, public=view) as sandbox:
                 for c in chosen:
                     timeout = max(1.0, min(CELL_TIMEOUT_S, budget_s - (time.monotonic() - t0)))
-                    r = sandbox.exec(c.event.code or "", c.event.language or "python", timeout=timeout)
+                    r = sandbox.exec(*replayed(c.event), timeout=timeout)
                     result = "timed_out" if r.timed_out else outcome(r, c.event.code or "")
                     if result != "passed":
                         return result, f"cell {c.index}: " + _last_line(r)

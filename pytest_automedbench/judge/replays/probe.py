@@ -38,6 +38,7 @@ from ...util import bounded_copy, safefs
 from ..reading import KINDS, VALUE_KINDS, Cell, read_cell
 from .checks import copy_workspace
 from .deadline import BudgetSpent
+from .invocation import NotReplayable, replayed
 
 MAX_CELLS = 4  # cells probed per run, in order (the pilot, its checks and the full run come first)
 MAX_FILES = 20  # workspace .py files read for a bash cell's method sites
@@ -163,6 +164,10 @@ def probe_run(cells: list[Cell], workspace: Path, make_sandbox, started: float, 
 def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbox, started: float,
                budget_s: float, created: list[str] = ()) -> dict[str, Any]:
     t0 = time.monotonic()
+    try:
+        command = replayed(c.event)
+    except NotReplayable as e:
+        return {"not_probed": str(e), "seconds": 0.0}
     heredocs = HEREDOC.findall(c.event.code or "") if (c.event.language or "python") != "python" else []
     heredocs = [body for _, _, body in heredocs][:20]
     timeout = max(5.0, min(CELL_TIMEOUT_S, 3 * (c.event.duration_s or 0) + 10))
@@ -186,7 +191,7 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
                 with open(guard / "sitecustomize.py", "a") as f:
                     f.write(LOADER)
                 left = budget_s - (time.monotonic() - started)
-                result = sandbox.exec(c.event.code or "", c.event.language or "python", timeout=max(1.0, min(timeout, left)))
+                result = sandbox.exec(*command, timeout=max(1.0, min(timeout, left)))
             reports = read_reports(ws / ".amb-probe" / "reports.jsonl")
             traced = json.dumps(getattr(result, "executed", None) or {})[: 4 << 20]
             if SPEC_NAMES.search(traced):  # a bash command that reached for the spec (its xtrace, its opens)

@@ -27,6 +27,7 @@ from ...util import bounded_copy, safefs
 from ...record.trace import RunRecord
 from ..reading import NOT_PARAMETERS, OUTPUTS, Cell, History, ModelFiles, Reads, read_run
 from .checks import BUDGET_S, CELL_TIMEOUT_S, MAX_COPY_BYTES, copy_workspace
+from .invocation import replayed
 
 PERTURBABLE = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy", ".json", ".yaml", ".yml", ".csv",
                ".tsv")
@@ -298,8 +299,7 @@ def _run_writer(chain: list[Cell] | Cell, workspace: Path, public: Path | None, 
         with make_sandbox(ws, public=view) as sandbox:
             for c in chain:
                 left = budget_s - (time.monotonic() - t0)
-                r = sandbox.exec(c.event.code or "", c.event.language or "python",
-                                 timeout=max(1.0, min(CELL_TIMEOUT_S, left)))
+                r = sandbox.exec(*replayed(c.event), timeout=max(1.0, min(CELL_TIMEOUT_S, left)))
                 if r.exit_code != 0 or r.timed_out:
                     return {p: f"failed (cell {c.index}, exit {r.exit_code})" for p in wrote}
         return output_hashes(ws, wrote)
