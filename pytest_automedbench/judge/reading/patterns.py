@@ -55,3 +55,13 @@ OOM = re.compile(r"MemoryError|out of memory|OutOfMemory|Killed|oom-kill|Cannot 
 DOWNLOAD_FAIL = re.compile(r"HTTPError|URLError|ConnectionError|Could not resolve host|Name or service not known|"
                            r"Temporary failure in name resolution|Max retries exceeded|404 Client Error|"
                            r"403 Client Error|Failed to download|Network is unreachable|curl: \(\d+\)", re.I)
+# VQA's S1 (eval_vqa llm_judge.py s1e / s1f): how a raw model output becomes the answer, and a smoke path.
+NORMALISE_WORDS = re.compile(
+    r"\b(normali[sz]\w*|post-?process\w*|extract\w*|pars(e|es|ed|er|ing)|canonical\w*|lower-?cas\w*|strip\w*|"
+    r"map(s|ped|ping)?\b[\w ]{0,20}\b(to|onto)|match(es|ed|ing)?\b[\w ]{0,20}\b(options?|choices?))\b", re.I)
+ANSWER_WORDS = re.compile(r"\b(answers?|outputs?|options?|choices?|labels?|letters?|predictions?|responses?|"
+                          r"generations?|text)\b", re.I)
+SMOKE_WORDS = re.compile(
+    r"\b(smoke|pilot\w*|sanity|dry[- ]run|trial run|sample[- ]limit|subset|(first|on|a few|few|(one|two|three|four|"
+    r"five|\d{1,2}) of the) ?(\d{1,2}|one|two|three|four|five|ten|few)? (questions?|samples?|cases?|images?|"
+    r"examples?)\b)", re.I)
