@@ -207,3 +207,14 @@ def test_a_vqa_run_is_never_denied_for_a_plan_png_it_is_not_scored_on(tmp_path):
     draw_diagram(ws / "plan.png")
     v = judge(rec, ws, "standard", N_CASES, public=vqa_public(tmp_path), track="vqa")["S1"]
     assert not any("plan.png" in d for d in v.denied) and "plan_png_exists" not in v.items
+
+
+@pytest.mark.parametrize("sentence, item", [
+    ("Extract the images from the archive and write the outputs folder.", "answer_normalization"),
+    ("Normalise the images to the range zero to one first.", "answer_normalization"),
+    ("Run the model on images and write the answers at the end.", "smoke_path"),
+])
+def test_words_near_the_vqa_items_are_not_them(tmp_path, sentence, item):
+    drop = {"answer_normalization": "Normalise the raw model output: lower-case it and map it to one of the options.",
+            "smoke_path": "Run a smoke forward on the first five questions before the full run."}[item]
+    assert not vqa_s1(tmp_path, VQA_PLAN.replace(drop, sentence)).items[item]["met"]

@@ -261,7 +261,7 @@ def vqa_plan_items(v: StageVerdict, text: str | None, note: str, prose: list[str
     v.item("dataset_schema", bool(said_files) and len(said_fields) >= 2, note or (
         f"names {', '.join(said_files) or 'no data file'} and {len(said_fields)} of its fields"
         f" ({', '.join(said_fields) or 'none'}; the public data's: {', '.join(fields[:12]) or 'none found'})"))
-    norm = next((x for x in prose if P.NORMALISE_WORDS.search(x) and P.ANSWER_WORDS.search(x)), None)
+    norm = next((x for x in prose if P.NORMALISE_WORDS.search(x)), None)
     v.item("answer_normalization", norm is not None, note or (
         f"in: {norm.strip()[:120]}" if norm else "no sentence says how the raw output becomes the answer"))
     smoke = next((x for x in prose if P.SMOKE_WORDS.search(x)), None)
