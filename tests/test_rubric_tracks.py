@@ -29,6 +29,13 @@ def test_the_overlays_as_each_anchor_scores():
     deps = {"clear_pipeline": "plan_exists", "model_chosen": "plan_exists", "plan_png_is_diagram": "plan_png_exists"}
     assert seg.requires("S1") == det.requires("S1") == enh.requires("S1") == deps
     assert vqa.requires("S1") == {}  # eval_vqa reads every item on its own
+    # eval_vqa llm_judge.py: s1a, s1b, s1d, s1c, s1e, s1f (our order: the shared items first), lite sets s1d only
+    assert vqa.items("S1") == ["plan_exists", "model_chosen", "three_models_researched", "dataset_schema",
+                               "answer_normalization", "smoke_path"]
+    assert vqa.lite_met("S1") == ["three_models_researched"]
+    assert sorted(vqa.raw["tracks"]["vqa"]["anchor_ids"][i] for i in vqa.items("S1")) == [
+        "s1a_plan_md", "s1b_runnable_model", "s1c_dataset_schema", "s1d_researched_3", "s1e_answer_normalization",
+        "s1f_smoke_path"]
     assert seg.levels("S3") == det.levels("S3") == {"none": 0.0, "shape_only": 0.0, "range_aware": 0.5,
                                                     "pilot_and_quality_check": 1.0}
     assert sorted(set(enh.levels("S3").values())) == [0.0, 0.2, 0.5, 1.0]  # RUBRIC.md: four levels
@@ -60,7 +67,7 @@ def judged(tmp_path, track, cells=None, tier="standard", **ws):
 
 
 @pytest.mark.parametrize("track, forced", [("segmentation", True), ("detection", True), ("enhancement", True),
-                                           ("vqa", False), ("classification", False)])
+                                           ("classification", False)])
 def test_no_plan_of_real_content_forces_its_dependants(tmp_path, track, forced):
     v = judged(tmp_path, track, plan=SHORT_PLAN)
     items = v["S1"].items
@@ -129,3 +136,85 @@ def test_the_judge_models_text_and_schema_are_the_tracks():
     assert set(schema["properties"]["S2"]["required"]) == {"weights_obtained", "environment_built"}  # not the harness's
     assert "decided by the harness" in vqa.text("vqa", "lite")
     assert seg.text("segmentation", "lite") != load_rubric().text("segmentation", "lite")  # the LLM cache key moves
+
+
+VQA_PLAN = """# Plan
+1. Read questions.json: each record has an image path, the question, its type and, for mc, the options.
+2. We use the shipped kNN answerer because it runs offline on the CPU; LLaVA-Med, BLIP-2 and MedGemma need GPUs.
+3. Run a smoke forward on the first five questions before the full run.
+4. Normalise the raw model output: lower-case it and map it to one of the options.
+5. Answer every question and write outputs/answers.json.
+"""
+
+
+def vqa_public(root):
+    public = root / "public"
+    public.mkdir()
+    (public / "questions.json").write_text(
+        '[{"id": "q001", "image": "images/a.png", "question": "Which plane?", "type": "mc", '
+        '"options": ["axial", "sagittal"]}]')
+    return public
+
+
+def vqa_s1(tmp_path, plan, tier="standard", public=True):
+    from pytest_automedbench.judge.deciding.heuristic import judge_s1
+
+    ws = make_workspace(tmp_path, plan=plan, png=None)
+    return judge_s1(ws, tier, None, None, rubric_for("vqa"), vqa_public(tmp_path) if public else None)
+
+
+def test_vqa_s1_is_the_anchors_six_items(tmp_path):
+    v = vqa_s1(tmp_path, VQA_PLAN)
+    assert set(v.items) == set(rubric_for("vqa").items("S1")), v.items  # no pipeline, no plan.png items
+    assert all(i["met"] for i in v.items.values()) and v.score == 1.0, v.items
+    assert "questions.json" in v.items["dataset_schema"]["evidence"]
+    assert "smoke forward" in v.items["smoke_path"]["evidence"]
+
+
+@pytest.mark.parametrize("drop, item", [
+    ("Read questions.json: each record has an image path, the question, its type and, for mc, the options.",
+     "dataset_schema"),
+    ("Normalise the raw model output: lower-case it and map it to one of the options.", "answer_normalization"),
+    ("Run a smoke forward on the first five questions before the full run.", "smoke_path"),
+])
+def test_each_vqa_plan_item_needs_its_sentence(tmp_path, drop, item):
+    v = vqa_s1(tmp_path, VQA_PLAN.replace(drop, "Keep going with the work here as planned before."))
+    assert not v.items[item]["met"], v.items[item]
+    assert v.score == pytest.approx(5 / 6)
+
+
+def test_vqa_schema_is_the_public_datas_names_not_any_words(tmp_path):
+    # fields the data does not hold (answer_text, img) and no data file of the task: no schema
+    plan = VQA_PLAN.replace("Read questions.json: each record has an image path, the question, its type and, "
+                            "for mc, the options.", "Read data.json: each record has answer_text, img and qid.")
+    assert not vqa_s1(tmp_path, plan).items["dataset_schema"]["met"]
+    assert not vqa_s1(tmp_path / "none", VQA_PLAN, public=False).items["dataset_schema"]["met"]
+
+
+def test_vqa_lite_forgives_only_the_three_models(tmp_path):
+    plan = "We use the shipped kNN answerer because it runs offline on the CPU, and write all the answers.\n"
+    v = vqa_s1(tmp_path, plan, tier="lite")
+    met = {k for k, i in v.items.items() if i["met"]}
+    assert met == {"plan_exists", "model_chosen", "three_models_researched"}, v.items
+    assert v.score == pytest.approx(3 / 6)
+
+
+def test_a_vqa_run_is_never_denied_for_a_plan_png_it_is_not_scored_on(tmp_path):
+    from scoring_records import draw_diagram
+
+    rec = make_record(good_cells())
+    ws = make_workspace(tmp_path, plan=VQA_PLAN, png=None)
+    draw_diagram(ws / "plan.png")
+    v = judge(rec, ws, "standard", N_CASES, public=vqa_public(tmp_path), track="vqa")["S1"]
+    assert not any("plan.png" in d for d in v.denied) and "plan_png_exists" not in v.items
+
+
+@pytest.mark.parametrize("sentence, item", [
+    ("Extract the images from the archive and write the outputs folder.", "answer_normalization"),
+    ("Normalise the images to the range zero to one first.", "answer_normalization"),
+    ("Run the model on images and write the answers at the end.", "smoke_path"),
+])
+def test_words_near_the_vqa_items_are_not_them(tmp_path, sentence, item):
+    drop = {"answer_normalization": "Normalise the raw model output: lower-case it and map it to one of the options.",
+            "smoke_path": "Run a smoke forward on the first five questions before the full run."}[item]
+    assert not vqa_s1(tmp_path, VQA_PLAN.replace(drop, sentence)).items[item]["met"]

@@ -171,3 +171,18 @@ def test_the_vqa_brief_asks_for_the_artefacts_it_scores():
         assert name in vqa_brief, name
     other = build_brief(load_task_file(demo / "enhancement" / "ldct_denoise.task.yaml").spec, "lite")
     assert VF.SMOKE not in other and VF.CALIBRATION not in other
+
+
+def test_the_vqa_brief_asks_for_its_s1_items_and_no_plan_png():
+    from pathlib import Path
+
+    from pytest_automedbench.tasks import load_task_file
+    from pytest_automedbench.tasks.brief import build_brief
+
+    demo = Path(__file__).resolve().parent.parent / "task_suites" / "demo"
+    vqa_brief = build_brief(load_task_file(demo / "vqa" / "image_vqa.task.yaml").spec, "standard")
+    assert "fields of their records" in vqa_brief and "raw output into the answer" in vqa_brief
+    scored = vqa_brief.split("## The task")[0]  # the workflow and the scored artefacts (hints come later)
+    assert "smoke test on a few questions" in scored and "plan.png" not in scored
+    other = build_brief(load_task_file(demo / "enhancement" / "ldct_denoise.task.yaml").spec, "standard")
+    assert "plan.png" in other and "fields of their records" not in other

@@ -22,7 +22,7 @@ Work through five stages, in order:
 
 
 def preamble(task: TaskSpec, tier: str) -> str:
-    png = ", and /workspace/plan.png, a diagram of your pipeline" if tier != "lite" else ""
+    png = ", and /workspace/plan.png, a diagram of your pipeline" if tier != "lite" and task.track != "vqa" else ""
     policy = task.policy
     rules = [
         "Public data is read-only under /data/public (also in $AMB_PUBLIC_DIR).",
@@ -64,15 +64,23 @@ VQA_ARTIFACTS = (
 )
 
 
+# eval_vqa's S1 items s1c, s1e, s1f (llm_judge.py HeuristicJudge), in the agent's words.
+VQA_PLAN = (", the data files you read and the fields of their records you use, how you turn the model's raw "
+            "output into the answer, the smoke test on a few questions before the full run")
+
+
 def required_artifacts(tier: str, track: str = "") -> list[str]:
     """What the judge looks for, in the agent's words (judge/rubric.yaml has the items)."""
     plan = ("/workspace/plan.md (every tier): a numbered pipeline from reading the data to writing the outputs, "
             "the model you chose and why")
     extra = list(VQA_ARTIFACTS) if track == "vqa" else []
+    if track == "vqa":  # eval_vqa's S1 (rubric.yaml tracks.vqa): no pipeline diagram, the data's layout instead
+        plan += VQA_PLAN
+    png = [] if track == "vqa" else [
+        "/workspace/plan.png (standard and pro tiers): a diagram of your pipeline (boxes and arrows)."]
     if tier == "lite":
         return [plan + ".", *extra, "Outputs under /workspace/outputs in the submission format below."]
-    return [plan + ", and at least 3 candidate models you compared.",
-            "/workspace/plan.png (standard and pro tiers): a diagram of your pipeline (boxes and arrows).",
+    return [plan + ", and at least 3 candidate models you compared.", *png,
             *extra, "Outputs under /workspace/outputs in the submission format below."]
 
 

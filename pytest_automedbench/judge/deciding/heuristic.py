@@ -18,7 +18,7 @@ from typing import Any
 from ...util import safefs
 from ...record.trace import RunRecord
 from ..reading import (VALUE_KINDS, Cell, History, ModelFiles, Reads, attribute_stages, find_file, find_pilot, first,
-                       full_run, need, patterns as P, probe_of, ran_once, read_run, reached, third_party)
+                       full_run, need, patterns as P, probe_of, ran_once, read_run, reached, third_party, vqa_files)
 from ..rubric import Rubric, load_rubric, rubric_for
 from . import tracks
 
@@ -244,8 +244,34 @@ def pipeline_steps(raw: list[str], prose: list[str]) -> tuple[int, str]:
                (actions, "actions listed in order in one line"), key=lambda t: t[0])
 
 
+def named(word: str, text: str) -> bool:
+    """`word` (a file or field name) appears in `text` as a word of its own, a plural 's' allowed."""
+    return re.search(rf"(?<![\w.]){re.escape(word)}s?(?![\w])", text, re.I) is not None
+
+
+def vqa_plan_items(v: StageVerdict, text: str | None, note: str, prose: list[str], public: Path | None) -> None:
+    """eval_vqa's S1 items beyond the shared ones (llm_judge.py HeuristicJudge s1c, s1e, s1f), read from the
+    plan's own lines: the data's layout checked against the public data's real file and field names (the
+    anchor's fixed needles name one dataset's files), the answer's normalisation and a smoke path, each in a
+    sentence of 5+ words (the anchor also reads the messages; our S1 is the plan alone)."""
+    files, fields = vqa_files.schema_names(public)
+    body = text or ""
+    said_files = [f for f in files if named(f, body)]
+    said_fields = [f for f in fields if len(f) >= 3 and named(f, body)]  # "id" is any plan's word
+    v.item("dataset_schema", bool(said_files) and len(said_fields) >= 2, note or (
+        f"names {', '.join(said_files) or 'no data file'} and {len(said_fields)} of its fields"
+        f" ({', '.join(said_fields) or 'none'}; the public data's: {', '.join(fields[:12]) or 'none found'})"))
+    norm = next((x for x in prose if P.NORMALISE_WORDS.search(x)), None)
+    v.item("answer_normalization", norm is not None, note or (
+        f"in: {norm.strip()[:120]}" if norm else "no sentence says how the raw output becomes the answer"))
+    smoke = next((x for x in prose if P.SMOKE_WORDS.search(x)), None)
+    v.item("smoke_path", smoke is not None, note or (
+        f"in: {smoke.strip()[:120]}" if smoke else "no sentence plans a smoke test or pilot on a few questions"))
+
+
 def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None,
-             rubric: Rubric | None = None) -> StageVerdict:
+             rubric: Rubric | None = None, public: Path | None = None) -> StageVerdict:
+    rubric = rubric or load_rubric()
     v = StageVerdict(0.0)
     plan = workspace / "plan.md"
     text, note = read_plan(plan)
@@ -278,6 +304,18 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
                    "no sentence chooses a model or method and says why"))
     v.item("three_models_researched", len(models) >= 3,
            note or f"{len(models)} distinct models named in sentences: {', '.join(models) or 'none'}")
+    if "dataset_schema" in rubric.items("S1"):
+        vqa_plan_items(v, text, note, prose, public)
+    if "plan_png_exists" in rubric.items("S1"):  # a track without plan.png items (VQA) is not denied for it
+        judge_plan_png(v, workspace, history)
+    for name in [n for n in v.items if n not in rubric.items("S1")]:  # the items the track's rubric leaves out
+        del v.items[name]
+    apply_tier_and_reach(v, "S1", tier, plan.is_file(), rubric)
+    return v
+
+
+def judge_plan_png(v: StageVerdict, workspace: Path, history: History | None) -> None:
+    """plan_png_exists and plan_png_is_diagram: written before the first output, a drawn diagram, not a public file."""
     png = workspace / "plan.png"
     exists = png.is_file() and png.stat().st_size > 0
     on_time, late = plan_timing(history, "plan.png") if exists else (True, "")
@@ -292,8 +330,6 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
         ok, why = False, f"plan.png is a byte copy of the public file {history.public_copy(copy)}"
         v.denied.append(why)
     v.item("plan_png_is_diagram", ok, why)
-    apply_tier_and_reach(v, "S1", tier, plan.is_file(), rubric)
-    return v
 
 
 def apply_tier_and_reach(v: StageVerdict, stage: str, tier: str, was_reached: bool,
@@ -619,7 +655,7 @@ def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int, public: P
     attribute_stages(record, n_cases, cells)
     history = history or History(record, public)
     rubric = rubric_for(track)
-    verdicts = {"S1": judge_s1(workspace, tier, history, brief, rubric),
+    verdicts = {"S1": judge_s1(workspace, tier, history, brief, rubric, public),
                 "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases, rubric),
                 "S3": judge_s3(record, cells, n_cases, history, rubric, workspace)}
     python = [c for c in cells if (c.event.language or "python") == "python"]

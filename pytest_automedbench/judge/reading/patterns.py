@@ -55,3 +55,17 @@ OOM = re.compile(r"MemoryError|out of memory|OutOfMemory|Killed|oom-kill|Cannot 
 DOWNLOAD_FAIL = re.compile(r"HTTPError|URLError|ConnectionError|Could not resolve host|Name or service not known|"
                            r"Temporary failure in name resolution|Max retries exceeded|404 Client Error|"
                            r"403 Client Error|Failed to download|Network is unreachable|curl: \(\d+\)", re.I)
+# VQA's S1 (eval_vqa llm_judge.py s1e / s1f): how a raw model output becomes the answer, and a smoke path.
+_NORMALISE = r"(normali[sz]\w*|canonicali[sz]\w*|extract\w*|pars(e|es|ed|er|ing)|lower-?cas\w*|strip\w*|map(s|ped|ping)?|" \
+    r"match(es|ed|ing)?|clean\w*|convert\w*|snap\w*)"
+_ANSWER = r"(answers?|outputs?|responses?|generations?|text|labels?|letters?|options?|choices?|predictions?)"
+# the verb and what it works on, four words apart at most, either order ("map the raw output to an option", "answers
+# are normalised"), or a post-processor / answer extraction by name ("extract the images" is no normalisation)
+_GAP = r"(?:\s+[\w'-]+){0,4}?\s+"  # up to four words between them
+NORMALISE_WORDS = re.compile(rf"\b{_NORMALISE}\b{_GAP}{_ANSWER}\b|\b{_ANSWER}\b{_GAP}{_NORMALISE}\b|"
+                             r"\bpost-?process\w*|\banswer (extraction|normali[sz]ation|parsing)\b", re.I)
+COUNT = r"(\d{1,2}|one|two|three|four|five|ten|twenty)"
+# a smoke test, pilot or dry run, or a run on the first / a few / N of the questions ("on images" is no count)
+SMOKE_WORDS = re.compile(
+    rf"\b(smoke|pilot\w*|sanity|dry[- ]run|trial run|sample[- ]limit|subset)\b|\b(first( {COUNT}| few)?|a few|"
+    rf"on {COUNT}|{COUNT} of the) (questions?|samples?|cases?|images?|examples?)\b", re.I)

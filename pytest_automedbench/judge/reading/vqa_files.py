@@ -1,6 +1,7 @@
 """The VQA workspace's S2 / S3 artefacts read as AutoMedBench's eval_vqa checks them (AutoMedBench@5a19ff72,
 README.md 3.2-3.3, inference_verifier.check_smoke_forward): smoke_forward.json (S2), answer_postprocess.py
-and s3_calibration.json (S3). Each check returns why the file falls short, or None. The files are the
+and s3_calibration.json (S3); and the names S1's dataset_schema asks a plan to know (`schema_names`: the
+public data's files and the fields of their records). Each check returns why the file falls short, or None. The files are the
 agent's own account: the judge credits them only with the harness's sight of the cells that wrote and
 used them (judge/deciding/tracks.py). The agent's module is parsed, never imported.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import string
 from pathlib import Path
 from typing import Any
@@ -109,3 +111,37 @@ def calibration_file_problem(workspace: Path) -> str | None:
     if malformed > BAD_RATE:
         return f"{CALIBRATION}: malformed_raw_rate {malformed:.2f} > {BAD_RATE}"
     return None
+
+
+SCHEMA_SUFFIXES = (".json", ".jsonl", ".csv")
+SCHEMA_READ_LIMIT = 256 << 10  # bytes of each data file read for its field names
+SCHEMA_MAX_FILES = 8  # data files read: the top level's, then those in its first folders (one per question)
+JSON_KEY = re.compile(r'"([A-Za-z_][A-Za-z0-9_]{1,40})"\s*:')
+
+
+def schema_names(public: Path | None) -> tuple[list[str], list[str]]:
+    """(file names, field names) of the task's public data: its JSON / JSONL / CSV files at the top level
+    (or, where there are none, in its first folders: eval_vqa's `<question_id>/question.json`), and the keys
+    their records hold (JSON keys in the first 256 KB, a CSV's header). Empty where there is no public data."""
+    if public is None or not Path(public).is_dir():
+        return [], []
+    root = Path(public)
+    try:
+        top = sorted(p for p in root.iterdir() if p.suffix.lower() in SCHEMA_SUFFIXES and p.is_file())
+        if not top:
+            folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())[:SCHEMA_MAX_FILES]
+            top = sorted(p for d in folders for p in d.iterdir() if p.suffix.lower() in SCHEMA_SUFFIXES
+                         and p.is_file())
+    except OSError:
+        return [], []
+    files, fields = [], set()
+    for path in top[:SCHEMA_MAX_FILES]:
+        text = safefs.try_read_text(path, SCHEMA_READ_LIMIT, inside_of=root)
+        if text is None:
+            continue
+        files.append(path.name)
+        if path.suffix.lower() == ".csv":
+            fields |= {c.strip().strip('"') for c in text.splitlines()[0].split(",") if c.strip()} if text else set()
+        else:
+            fields |= set(JSON_KEY.findall(text))
+    return sorted(set(files)), sorted(fields)
