@@ -155,10 +155,14 @@ def _logged_only(n: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in n.items() if k != INVOCATION}
 
 
+def _claim(n: dict[str, Any]) -> dict[str, Any]:
+    """What a native event claims, kept on the event that replaces it (its kind and times aside)."""
+    return {k: v for k, v in _logged_only(n).items() if k not in ("tool", "started_s", "wall_s")}
+
+
 def _forged(n: dict[str, Any], why: str) -> dict[str, Any]:
-    claim = {k: v for k, v in _logged_only(n).items() if k not in ("tool", "started_s", "wall_s")}
     return {"tool": FORGED, "started_s": None, "wall_s": n.get("wall_s"), "name": n.get("name"),
-            "stderr": f"not in the gateway's record ({why}): the agent's log only", "claimed": claim,
+            "stderr": f"not in the gateway's record ({why}): the agent's log only", "claimed": _claim(n),
             "integrity": {"status": "forged", "call_id": str(n.get("call_id"))}}
 
 
@@ -248,8 +252,7 @@ def files_code(files: dict[str, str]) -> str:
 
 
 def _unattributed(n: dict[str, Any], why: str) -> dict[str, Any]:
-    claim = {k: v for k, v in n.items() if k not in ("tool", "started_s", "wall_s")}
-    return {"tool": UNATTRIBUTED, "started_s": n.get("started_s"), "wall_s": n.get("wall_s"), "claimed": claim,
+    return {"tool": UNATTRIBUTED, "started_s": n.get("started_s"), "wall_s": n.get("wall_s"), "claimed": _claim(n),
             "integrity": {"status": "unattributed"}, "stderr": f"{why}: no credit"}
 
 

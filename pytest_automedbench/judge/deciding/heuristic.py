@@ -308,8 +308,7 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
         vqa_plan_items(v, text, note, prose, public)
     if "plan_png_exists" in rubric.items("S1"):  # a track without plan.png items (VQA) is not denied for it
         judge_plan_png(v, workspace, history)
-    for name in [n for n in v.items if n not in rubric.items("S1")]:  # the items the track's rubric leaves out
-        del v.items[name]
+    keep_rubric_items(v, rubric, "S1")
     apply_tier_and_reach(v, "S1", tier, plan.is_file(), rubric)
     return v
 
@@ -330,6 +329,13 @@ def judge_plan_png(v: StageVerdict, workspace: Path, history: History | None) ->
         ok, why = False, f"plan.png is a byte copy of the public file {history.public_copy(copy)}"
         v.denied.append(why)
     v.item("plan_png_is_diagram", ok, why)
+
+
+def keep_rubric_items(v: StageVerdict, rubric: Rubric, stage: str) -> None:
+    """Drop the items the track's rubric leaves out of `stage` (they were read with the shared ones)."""
+    wanted = set(rubric.items(stage))
+    for name in [n for n in v.items if n not in wanted]:
+        del v.items[name]
 
 
 def apply_tier_and_reach(v: StageVerdict, stage: str, tier: str, was_reached: bool,
@@ -474,11 +480,10 @@ def judge_s2(record: RunRecord, cells: list[Cell], roots: list[Path | None] = ()
            (where_device or "no cell that ran chose a device")
            + (f"; model built in {where_model}" if where_model else "; no model built or loaded"))
     if "smoke_forward_passed" in rubric.items("S2"):
-        workspace = list(roots)[0] if list(roots) else None
+        workspace = next(iter(roots), None)
         v.item("smoke_forward_passed", *(tracks.smoke_forward(workspace, cells, history, reads) if workspace
                                          else (False, "no workspace to read")))
-    for name in [n for n in v.items if n not in rubric.items("S2")]:  # the items the track's rubric leaves out
-        del v.items[name]
+    keep_rubric_items(v, rubric, "S2")
     apply_tier_and_reach(v, "S2", "", reached(record, "S2"), rubric)
     return v
 

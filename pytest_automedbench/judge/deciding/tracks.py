@@ -110,11 +110,12 @@ def calibrated(workspace: Path, cells: list[Cell], history: History | None, read
     if history is None or not history.observable:
         return True, (f"{VF.POSTPROCESS} and {VF.CALIBRATION} pass the anchor's checks "
                       f"[{NOT_OBSERVABLE}: the harness saw no cells run]")
+    writers = {}
     for name in (VF.POSTPROCESS, VF.CALIBRATION):
-        writer, why = _writer(name, cells, history)
-        if writer is None:
+        writers[name], why = _writer(name, cells, history)
+        if writers[name] is None:
             return False, why
-    calibration, _ = _writer(VF.CALIBRATION, cells, history)
+    calibration = writers[VF.CALIBRATION]
     if not _ran_model(calibration, reads):
         return False, (f"cell {calibration.index}, which wrote {VF.CALIBRATION}, never ran the task's model: "
                        "its raw outputs are not the model's")
