@@ -26,8 +26,10 @@ At most MODULE_CAP (64) files per process and entries per cell; a file over READ
 followed. A module's text naming the tracer's words (tracer.TAMPER_WORDS) makes the cell `tampered`.
 
 Python children of bash cells. A bash cell gets a second pipe (`ChildChannel`), whose write end its
-processes inherit, and `AMB_TRACE_CHILD="<fd> <key>"` in its environment: a python child's tracer
-(the guard's sitecustomize, on PYTHONPATH) takes both out of its environment before the child's code
+processes inherit, a read-only copy of the tracer's sealed source (tracer.source_fd: a memfd no process can
+change), and `AMB_TRACE_CHILD="<fd> <key> <source fd>"` in its environment: a python child's loader (the
+guard's sitecustomize, on PYTHONPATH) reads the source from that fd, closes it and runs it in a namespace
+no module holds; the tracer takes the rest out of its environment before the child's code
 runs, marks the fd close-on-exec (its own children are not traced) and sends its records, sealed with
 that key and tagged with a stream id (pid and a nonce), in pieces of at most PIPE_BUF bytes so
 children writing at once never interleave. The harness reassembles each stream and checks it as it
@@ -169,9 +171,10 @@ class ChildChannel(PipeDrain):
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
-    def env(self, fd: int) -> dict[str, str]:
-        """The variables a python child's tracer reads (`fd`: the pipe's number in the cell)."""
-        return {ENV_CHILD: f"{fd} {self.key}", "PYTHONNOUSERSITE": "1", "AMB_TRACE_USER_SITE": "1"}
+    def env(self, fd: int, source_fd: int) -> dict[str, str]:
+        """The variables a python child's tracer reads (`fd`: the pipe's number in the cell, `source_fd`: the
+        tracer's sealed source's, which the guard's loader reads)."""
+        return {ENV_CHILD: f"{fd} {self.key} {source_fd}", "PYTHONNOUSERSITE": "1", "AMB_TRACE_USER_SITE": "1"}
 
     def started(self) -> None:
         if self.write_fd >= 0:

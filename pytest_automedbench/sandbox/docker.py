@@ -12,8 +12,9 @@ Cells are traced as on the local backend (tracer.py for python, xtrace.py for ba
 a read-only file in the guard folder (mounted read-only), and since an exec cannot inherit file
 descriptors, its records travel through a FIFO the harness makes per cell in the guard folder's
 trace/ (the cell user's, write-only: the cell can add to it, never read it); the python tracer's
-HMAC key and the bash trace's secret line go to the exec's stdin, which a wrapper moves to a spare fd
-the tracer empties and closes before the cell's code runs (never the environment).
+HMAC key with the tracer's source, and the bash trace's secret line, go to the exec's stdin, which a
+wrapper moves to a spare fd the loader empties and closes before the cell's code runs (never the
+environment; the guard folder holds only the loader).
 
 `--amb-docker-image` picks the image (it needs python3 and bash); DOCKER_HOST picks the engine
 (the data and runs folders must then be on the engine's machine, at the same paths).
@@ -62,7 +63,7 @@ from .xtrace import BOOTSTRAP as BASH_BOOTSTRAP, XtraceChannel, cell_script, mak
 
 LABEL = "amb.sandbox"
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Opens the records' FIFO as fd 3, moves stdin (the tracer's key) to fd 4, then runs the cell's python.
+# Opens the records' FIFO as fd 3, moves stdin (the tracer's key and source) to fd 4, then runs the cell's python.
 _PY_WRAP = 'exec 3>"$1" 4<&0 </dev/null; shift; exec "$@"'
 # Kill every process but init, then wait until only init and this shell are left (bash builtins
 # count them: no fork needed while the pids limit may still be full).
@@ -291,7 +292,7 @@ class DockerSandbox(Sandbox):
             channel = XtraceChannel(inside, (fifo, fifo_inside))
             return [cmd[0], "-c", BASH_BOOTSTRAP, inside], channel.stdin(), {}, channel
         channel = FifoTraceChannel(inside, fifo)
-        return (["bash", "-c", _PY_WRAP, "amb", fifo_inside, cmd[0], "-c", BOOTSTRAP, inside], channel.key,
+        return (["bash", "-c", _PY_WRAP, "amb", fifo_inside, cmd[0], "-c", BOOTSTRAP, inside], channel.secret,
                 channel.env([3, 4]), channel)
 
     def exec(self, code: str, language: str = "python", timeout: float | None = None) -> ExecResult:

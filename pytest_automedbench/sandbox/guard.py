@@ -25,7 +25,7 @@ from typing import Any
 
 from ..util import safefs
 from .base import AGENT_WORKSPACE, ExecResult, Sandbox
-from .tracer import TRACER
+from .tracer import LOADER
 
 GUARD_INSIDE = "/opt/amb-guard"  # where sandboxes that remap paths mount the guard folder
 DISQUALIFY_AT = 2  # violations in one run that disqualify it
@@ -147,7 +147,7 @@ def static_check(code: str, inference_only: bool, forbidden: list[str],
 
 @dataclass
 class GuardFiles:
-    """The guard folder given to a sandbox: sitecustomize.py (with the tracer), policy.json, bin/ wrappers
+    """The guard folder given to a sandbox: sitecustomize.py (with the tracer's loader), policy.json, bin/ wrappers
     and cells/ (each python cell's code, read-only, as the file it runs from: tracer.py)."""
 
     host_dir: Path
@@ -171,7 +171,7 @@ def write_guard_files(forbidden: list[str], writable: list[str], allowed: list[s
     root = Path(tempfile.mkdtemp(prefix="amb-guard-"))
     (root / "policy.json").write_text(json.dumps({"forbidden": forbidden, "writable": writable, "allowed": allowed,
                                                   "libraries": list(libraries), "inference_only": inference_only}))
-    (root / "sitecustomize.py").write_text(_SITECUSTOMIZE + TRACER)  # the tracer: tracer.py
+    (root / "sitecustomize.py").write_text(_SITECUSTOMIZE + LOADER)  # the tracer's loader: tracer.py
     bin_dir = root / "bin"
     bin_dir.mkdir()
     patterns = "|".join(["*/proc/*/root*", "*/proc/*/cwd*", "*/proc/*/environ*", "*/private", "*/private/*",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 _MAX_MESSAGE = 1 << 20
-_MAX_EXTRA = 4  # file descriptors a cell gets beyond stdin/stdout/stderr, as fds 3, 4, ...
+_MAX_EXTRA = 5  # file descriptors a cell gets beyond stdin/stdout/stderr, as fds 3, 4, ...
 
 
 def _serve(sock: socket.socket) -> None:

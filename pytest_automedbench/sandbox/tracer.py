@@ -2,7 +2,8 @@
 
 A python cell runs from a read-only file the harness writes into the guard folder (`cell_file`),
 started by a one-line bootstrap (`python -c BOOTSTRAP <file>`: `sys.path[0]` stays the working
-folder, as with stdin). The guard's sitecustomize installs `TRACER` before the cell's first line:
+folder, as with stdin). The guard's sitecustomize holds only `LOADER`, which receives `TRACER`'s source from
+the harness (never a file in the sandbox) and installs it before the cell's first line:
 a `sys.settrace` tracer that follows frames of the cell's file, and of the workspace's `.py` files
 (a helper module the cell imports: `modules`, below), and records
 
@@ -26,9 +27,9 @@ a `sys.settrace` tracer that follows frames of the cell's file, and of the works
            workspace are not followed. The same tracer runs in a bash cell's python children.
 
 and sends them as records over an inherited pipe (the write end; the harness holds the read end),
-each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes through a second pipe
-the tracer empties and closes before the cell's code starts (never the environment: a child process
-could read its parent's /proc/<pid>/environ). The harness (`TraceChannel`) accepts a
+each `AMBT <seq> <hmac> <json>` sealed with a per-cell key the harness passes, with the tracer's source,
+through a second pipe the loader empties and closes before the cell's code starts (never the environment: a
+child process could read its parent's /proc/<pid>/environ). The harness (`TraceChannel`) accepts a
 cell's executed facts only when every record verifies, the sequence has no gap and the last record
 says the cell ended (`end`). Everything else is a status, never an exception:
 
@@ -56,6 +57,7 @@ Bash cells have their own channel (sandbox/xtrace.py).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -89,13 +91,13 @@ BOOTSTRAP = ("I=__import__;I('sys').argv[0]='-'\n"
              "except SystemExit:raise\n"
              "except BaseException as e:I('sys').excepthook(type(e),e,e.with_traceback(e.__traceback__.tb_next).__traceback__);I('sys').exit(1)")
 
-# Installed by the guard's sitecustomize (guard.py); only the standard library. Everything the tracer's
-# functions use, down to the builtins and the HMAC (a C object from _hashlib: its methods cannot be
-# patched), is bound in their default arguments when it is installed, before the cell's first line:
-# reading or replacing a function's defaults or code is an audit event that flags the cell, and nothing
-# the cell patches afterwards (json, os.write, builtins, their module globals) reaches the tracer. Its
-# line tracer keeps no state in a closure, checks that it is given real frames (called by hand with a
-# made-up one, it flags the cell), and code objects compiled under the cell's file name are refused.
+# The tracer's source: only the standard library. Everything the tracer's functions use, down to the builtins
+# and the HMAC (a C object from _hashlib: its methods cannot be patched), is bound in their default arguments
+# when it is installed, before the cell's first line: reading or replacing a function's defaults or code is an
+# audit event that flags the cell, and nothing the cell patches afterwards (json, os.write, builtins, their
+# module globals) reaches the tracer. Its line tracer keeps no state in a closure, checks that it is given real
+# frames (called by hand with a made-up one, it flags the cell), and code objects compiled under the cell's file
+# name are refused.
 _SRC = Path(__file__).with_name("tracer_src")
 # The tracer's code as it runs in the sandbox: real files (linted, read by the tests), read here as text. The
 # body's docstring and comments travel with it (its line numbers are the file's).
@@ -103,7 +105,70 @@ _TRACER_BODY = (_SRC / "body.py").read_text()
 _LIMITS = {"OPEN_CAP": OPEN_CAP, "MODULE_CAP": MODULE_CAP, "SOURCE_CAP": SOURCE_CAP, "SOURCE_BUDGET": SOURCE_BUDGET,
            "READ_MAX": READ_MAX, "TAMPER": TAMPER_WORDS.pattern.encode()}
 TRACER = ("\n_AMB_LIMITS = " + repr(_LIMITS) + "\n" + (_SRC / "boot.py").read_text()
-          + "\n_amb_trace(" + repr(_TRACER_BODY) + ")\ndel _amb_trace, _amb_warm, _amb_roots, _AMB_LIMITS\n")
+          + "\n_amb_trace(" + repr(_TRACER_BODY) + ", _AMB_KEY)\ndel _amb_trace, _amb_warm, _amb_roots, _AMB_LIMITS, _AMB_KEY\n")
+_HEADER = 75  # a python cell's pipe: the 64-hex key, the source's length in 10 digits, a newline; then the source
+
+# The guard's sitecustomize holds only this loader (guard.py), never the tracer: the tracer's source comes from
+# the harness, a python cell's with its key through the key's pipe (read whole, then closed, before the cell's
+# first line), a bash cell's python child's from a sealed memfd the harness made (`source_fd`), and runs in a
+# fresh namespace that no module holds (nothing of it in sys.modules, nor in the sitecustomize module).
+LOADER = r'''
+
+def _amb_tracer():
+    import os
+    env = os.environ
+    key = None
+    try:
+        if "AMB_TRACE_KEYFD" in env:
+            fd = int(env.pop("AMB_TRACE_KEYFD"))
+            try:
+                data = b""
+                while len(data) < @HEADER@:
+                    chunk = os.read(fd, @HEADER@ - len(data))
+                    if not chunk:
+                        return
+                    data += chunk
+                key, size = data[:64].decode(), int(data[64:@HEADER@])
+                data = bytearray()
+                while len(data) < size:
+                    chunk = os.read(fd, min(1 << 16, size - len(data)))
+                    if not chunk:
+                        return
+                    data += chunk
+            finally:
+                os.close(fd)
+        elif "AMB_TRACE_CHILD" in env:
+            fd = int(env["AMB_TRACE_CHILD"].split(" ")[2])
+            try:
+                data = os.pread(fd, os.fstat(fd).st_size, 0)
+            finally:
+                os.close(fd)
+        else:
+            return
+        source = bytes(data).decode()
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return
+    exec(source, {"__builtins__": __builtins__, "_AMB_KEY": key})
+
+
+_amb_tracer()
+del _amb_tracer
+'''.replace("@HEADER@", str(_HEADER))
+_SOURCE_FD: list[int] = []
+_SOURCE_LOCK = threading.Lock()
+
+
+def source_fd() -> int:
+    """A memfd holding the tracer's source, sealed against any change, made once per harness process (close-on-exec:
+    a cell gets a copy only where the harness passes one)."""
+    with _SOURCE_LOCK:
+        if not _SOURCE_FD:
+            fd = os.memfd_create("amb-tracer", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.write(fd, TRACER.encode())
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                        | fcntl.F_SEAL_WRITE)
+            _SOURCE_FD.append(fd)
+        return _SOURCE_FD[0]
 
 
 def cell_file(folder: Path, index: int, code: str, suffix: str = ".py") -> Path:
@@ -132,13 +197,21 @@ class TraceChannel(PipeDrain):
         self.read_fd, self.write_fd = os.pipe()
         os.set_inheritable(self.read_fd, False)
         self.key_fd = -1
-        if language == "python":  # the key travels in a pipe the tracer empties and closes before the cell runs
+        if language == "python":  # key and source travel in a pipe the loader empties and closes before the cell runs
             self.key_fd, key_w = os.pipe()
-            os.write(key_w, self.key.encode())
+            secret = self.secret.encode()
+            if len(secret) > 1 << 16:  # written whole before the cell starts: the pipe must hold it
+                fcntl.fcntl(key_w, fcntl.F_SETPIPE_SZ, len(secret))
+            os.write(key_w, secret)
             os.close(key_w)
         self._data, self._over = bytearray(), False
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
+
+    @property
+    def secret(self) -> str:
+        """What the loader reads first: the key, the tracer source's length, the source (LOADER)."""
+        return f"{self.key}{len(TRACER.encode()):010d}\n{TRACER}"
 
     @property
     def fds(self) -> list[int]:

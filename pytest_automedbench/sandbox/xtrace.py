@@ -52,7 +52,7 @@ from typing import Any
 
 from .childtrace import ChildChannel
 from .pipedrain import PipeDrain
-from .tracer import cell_file
+from .tracer import cell_file, source_fd
 
 TRACE_CAP = 8 << 20  # bytes of xtrace kept per cell; beyond it the cell's trace is `incomplete`
 FACTS_CAP = 20000  # lines / commands kept in the stored facts
@@ -67,6 +67,16 @@ LISTS_ALL = re.compile(r"^(?:set|declare|typeset|(?:declare|typeset)\s+-\w*p\w*|
 # Commands that list the environment, the children's key with it (childtrace.py), not PS4 (never exported):
 # honest agents do this (`env | grep CUDA`), so only the cell's python children lose their facts.
 LISTS_ENV = re.compile(r"^(?:env|printenv|export|export\s+-p|(?:declare|typeset)\s+-x+)\s*$")
+
+
+def _spare_fds(n: int, taken: set[int]) -> list[int]:
+    """`n` distinct random fd numbers in 100-899, none of `taken` (below any ulimit -n)."""
+    picked: list[int] = []
+    while len(picked) < n:
+        fd = 100 + secrets.randbelow(800)
+        if fd not in taken and fd not in picked:
+            picked.append(fd)
+    return picked
 
 
 def cell_script(folder: Path, index: int, code: str) -> Path:
@@ -101,7 +111,8 @@ class XtraceChannel(PipeDrain):
 
     @property
     def fds(self) -> list[int]:
-        return [self.write_fd] + ([self.children.write_fd] if self.children else [])
+        """The xtrace pipe; with python children traced, their records' pipe and the tracer's sealed source."""
+        return [self.write_fd] + ([self.children.write_fd, source_fd()] if self.children else [])
 
     def env(self, fds: list[int]) -> dict[str, str]:
         """The xtrace fd is not in the environment (a child could read it; `stdin` carries it); the
@@ -109,9 +120,10 @@ class XtraceChannel(PipeDrain):
         self._fd_given = fds[0]
         if not self.children:
             return {}
-        self._child_given = fds[1]  # moved to a random high fd too (a cell's `exec 5>log` would not close it)
-        self.child_fd_inside = next(n for n in iter(lambda: 100 + secrets.randbelow(800), None) if n != self.fd_inside)
-        return self.children.env(self.child_fd_inside)
+        # moved to random high fds too (a cell's `exec 5>log` would not close them)
+        self._child_given, self._source_given = fds[1], fds[2]
+        self.child_fd_inside, self.source_fd_inside = _spare_fds(2, {self.fd_inside})
+        return self.children.env(self.child_fd_inside, self.source_fd_inside)
 
     def stdin(self, fd: int | None = None) -> str:
         """The secret line the bootstrap reads; `fd`: the number the pipe has in the cell."""
@@ -121,7 +133,8 @@ class XtraceChannel(PipeDrain):
             fd = self._fd_given if fd is None else fd
             move = f"exec {self.fd_inside}>&{fd} {fd}>&-"
             if getattr(self, "_child_given", None) is not None:
-                move += f"; exec {self.child_fd_inside}>&{self._child_given} {self._child_given}>&-"
+                move += (f"; exec {self.child_fd_inside}>&{self._child_given} {self._child_given}>&-"
+                         f" {self.source_fd_inside}<&{self._source_given} {self._source_given}<&-")
         return (f"PS4='+AMB{self.token}:${{LINENO}}:${{BASH_SOURCE}}: '; {move}; "
                 f"BASH_XTRACEFD={self.fd_inside}; set -x\n")
 

@@ -1,16 +1,20 @@
-"""The tracer's installer, appended to the guard's sitecustomize (sandbox/tracer.py builds it): reads the
-channel's fd and key, builds the namespace the tracer's functions (body.py) are compiled into, installs the
+"""The tracer's installer (sandbox/tracer.py builds the source it is part of; the guard's sitecustomize only
+holds the loader that receives that source from the harness and runs it in a namespace that is no module):
+reads the channel's fd, builds the namespace the tracer's functions (body.py) are compiled into, installs the
 audit hook and sys.settrace, and deletes itself. Only the standard library; `_AMB_LIMITS` (the caps and the
 tamper words) is defined before it by tracer.py and deleted after it.
 """
-# ruff: noqa: F821, S102, BLE001 - _AMB_LIMITS is defined in the sitecustomize text before this file's; the
+# ruff: noqa: F821, S102, BLE001 - _AMB_LIMITS is defined in the tracer's source before this file's; the
 # exec is the design (a namespace that is no module); a failure to warm an import is left to the cell
-def _amb_trace(body):
+def _amb_trace(body, key):
+    """`key`: a python cell's HMAC key (the loader read it, with this source, from the harness's pipe and
+    closed it before any of the cell's code), or None in a bash cell's python child (its key is in
+    AMB_TRACE_CHILD)."""
     import os
     import sys
     env = os.environ
-    fd, key, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_KEYFD", None), env.pop("AMB_TRACE_CELL", None)
-    child = env.pop("AMB_TRACE_CHILD", None)  # a bash cell's python child: "<fd> <key>" (childtrace.py)
+    fd, cell = env.pop("AMB_TRACE_FD", None), env.pop("AMB_TRACE_CELL", None)
+    child = env.pop("AMB_TRACE_CHILD", None)  # a bash cell's python child: "<fd> <key> <source fd>" (childtrace.py)
     if env.pop("AMB_TRACE_USER_SITE", None) == "1":
         env.pop("PYTHONNOUSERSITE", None)
         import site
@@ -20,21 +24,11 @@ def _amb_trace(body):
             sys.path.insert(at, user)
         site.ENABLE_USER_SITE = True
     sid = b""
-    if fd is not None and key is not None and cell is not None:
-        try:  # the key's pipe: read whole, then closed, before any of the cell's code (nothing left to steal)
-            key_fd, key = int(key), b""
-            while len(key) < 64:
-                chunk = os.read(key_fd, 64 - len(key))
-                if not chunk:
-                    break
-                key += chunk
-            os.close(key_fd)
-            key = key.decode()
-        except (OSError, ValueError):
+    if fd is None or key is None or cell is None:
+        if child is None or fd is not None or sys.version_info[:2] < (3, 11):  # co_positions, 3.11's opcodes
             return
-    elif child is not None and fd is None and sys.version_info[:2] >= (3, 11):  # co_positions, 3.11's opcodes
         try:
-            fd, key = child.split(" ")
+            fd, key = child.split(" ")[:2]
             bytes.fromhex(key)
             os.set_inheritable(int(fd), False)  # its own children are not traced: they get no channel
         except (OSError, ValueError):
@@ -47,8 +41,6 @@ def _amb_trace(body):
             return
         import secrets
         cell, sid = None, b"%d-%s " % (os.getpid(), secrets.token_hex(4).encode())
-    else:
-        return
     import _hashlib
     import atexit
     import binascii
