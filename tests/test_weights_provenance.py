@@ -62,10 +62,47 @@ def test_a_json_card_read_and_applied_counts_as_weights(carded):
     assert ["public", "models/thresholds/model.json", "r"] in trace[2]["executed"]["opens"]
     verdict = trace[2]["replay"]["weights"]
     assert verdict["depends"] is True and verdict["cells"] == [2], verdict
+    assert verdict["records"] == 3 and verdict["share"] == 1.0, verdict  # every case's mask moved
     assert weights(result)["met"], weights(result)
     # a model that is not a network (a card) is the model the device item looks for, by the file read
     on_device = result["stage_evidence"]["S2"]["model_on_device"]
     assert "model built in cell 2, which read public/models/thresholds/model.json" in on_device["evidence"], on_device
+
+
+def test_a_model_that_made_a_sliver_of_the_outputs_earns_nothing(carded):
+    """Quantities, not links (issue 36.4): the card makes one row of a 40-row table, a fixed rule the three
+    masks; the perturbation moves 1 of 43 records, under the rubric's share, so the link does not pay."""
+    sliver = cell("card = json.load(open(card_path))\ncuts = [50.0, 150.0]\n" + SEGMENT
+                  + "rows = ['case,volume'] + [f'c{i},{i}' for i in range(39)] + [f'card,{card[\"cuts\"][0] * 2}']\n"
+                  "open(os.path.join(out, 'volumes.csv'), 'w').write('\\n'.join(rows) + '\\n')\n")
+    result, trace = run_steps(carded, [PLAN, ENV, sliver, SUBMIT], "card-sliver", replay_cells=1)
+    verdict = trace[2]["replay"]["weights"]
+    assert verdict["depends"] is True and (verdict["records"], verdict["records_changed"]) == (43, 1), verdict
+    assert not weights(result)["met"], weights(result)
+    assert "moved only 1 of 43 output records (2%)" in weights(result)["evidence"], weights(result)
+
+
+def test_output_records_are_a_tables_rows_a_json_lists_items_or_a_file():
+    from pytest_automedbench.judge.replays.weights import output_units
+
+    def units(tmp, files):
+        for name, text in files.items():
+            (tmp / name).write_text(text)
+        return output_units(tmp, list(files))
+
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        got = units(tmp, {"a.csv": "case,y\nc1,1\nc2,2\nc1,3\n", "b.json": '[1, 2, {"k": 3}]',
+                          "c.jsonl": '{"q": 1}\n\n{"q": 2}\n', "d.json": '{"x": 1, "y": [1]}', "e.nii.gz": "raw",
+                          "f.csv": "only,header\nc1,1\n", "g.json": "not json"})
+        assert sorted(got) == ["a.csv#c1", "a.csv#c1~2", "a.csv#c2", "b.json#0", "b.json#1", "b.json#2",
+                               "c.jsonl#0", "c.jsonl#1", "d.json#x", "d.json#y", "e.nii.gz", "f.csv", "g.json"]
+        before = dict(got)
+        (tmp / "a.csv").write_text("case,y\nc2,2\nc1,1\nc1,4\n")  # reordered rows are the same records
+        after = output_units(tmp, ["a.csv"])
+        assert [k for k in after if after[k] != before[k]] == ["a.csv#c1~2"]
 
 
 def test_a_card_opened_and_never_used_earns_nothing(carded):

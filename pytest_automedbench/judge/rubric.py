@@ -60,6 +60,10 @@ class Rubric:
     def levels(self, stage: str = "S3") -> dict[str, float]:
         return {lv["id"]: float(lv["score"]) for lv in self.raw["stages"][stage]["levels"]}
 
+    def threshold(self, name: str) -> float:
+        """A measured quantity's threshold (rubric.yaml `thresholds:`)."""
+        return float(self.raw["thresholds"][name])
+
     def anchor(self) -> str | None:
         return (self.raw.get("tracks", {}).get(self.track) or {}).get("anchor")
 

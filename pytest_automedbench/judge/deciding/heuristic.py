@@ -406,8 +406,14 @@ def model_applied(cells: list[Cell], history: History | None, reads: Reads | Non
                            "did not compute them")
         if isinstance(verdict, dict) and verdict.get("depends"):
             cells_run = verdict.get("cells") or [w.index]
-            return True, (f"; perturbing the model's files changed {verdict.get('changed')} of "
-                          f"{verdict.get('outputs')} outputs of cell {w.index} (replayed: cells {cells_run})")
+            share, least = verdict.get("share"), load_rubric().threshold("model_output_share")
+            moved = (f"{verdict.get('records_changed')} of {verdict.get('records')} output records ({share:.0%})"
+                     if isinstance(share, (int, float)) else f"{verdict.get('changed')} of {verdict.get('outputs')} outputs")
+            if isinstance(share, (int, float)) and share < least:
+                return False, (f"perturbing the model's files moved only {moved} of cell {w.index}'s outputs (replayed: "
+                               f"cells {cells_run}): the model made too little of the submission (the rubric asks "
+                               f"{least:.0%})")
+            return True, f"; perturbing the model's files changed {moved} of cell {w.index} (replayed: cells {cells_run})"
     writer = reads.output_writer() if reads is not None else None
     if writer is not None and reads.opened.get(writer.index) is not None:
         chain, why, reaches = reads.chain(writer)

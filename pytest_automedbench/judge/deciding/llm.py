@@ -304,7 +304,9 @@ def harness_facts(record: RunRecord, verdicts: dict[str, StageVerdict]) -> str:
         weights = r.get("weights") if isinstance(r, dict) else None
         if isinstance(weights, dict) and "depends" in weights:
             lines.append(f"call {e.index} replayed with its weights perturbed: "
-                         + (f"{weights.get('changed')} of {weights.get('outputs')} outputs changed" if weights["depends"]
+                         + (f"{weights.get('changed')} of {weights.get('outputs')} outputs changed"
+                            + (f" ({weights['records_changed']} of {weights['records']} records, {weights['share']:.0%})"
+                               if isinstance(weights.get("share"), (int, float)) else "") if weights["depends"]
                             else "the outputs came out the same: the model did not compute them"))
         if isinstance(r, dict) and "fails_on" in r:
             lines.append(f"call {e.index} replayed on broken copies of the outputs: "

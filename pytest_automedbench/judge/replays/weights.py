@@ -7,7 +7,10 @@ final workspace: as they were (they must write the same output bytes again, else
 nothing), then with every declared model file they read perturbed (values only, so the files still
 load: tensors in torch / safetensors / numpy files, numbers in JSON, YAML and CSV cards; code shipped
 with the model, such as features.py, is left alone). Outputs that come out byte for byte the same were
-not computed by that model: it was loaded for show. Runs without that record (untraced cells, a bash
+not computed by that model: it was loaded for show. How much of the submission the model made is a
+quantity, not a link: the share of the outputs' records (a table's rows, a JSON list's items, a file per
+case) that moved under the perturbation (`share`); the rubric's `thresholds.model_output_share` decides
+(a model that answered 8 of 160 cases, a rule the rest, moves 5%). Runs without that record (untraced cells, a bash
 cell, an older trace) fall back to the cell that names a weights file in its code and wrote outputs.
 The verdict goes on the writing cell's trace event (`replay.weights`), so rescore re-judges without
 replaying.
@@ -33,6 +36,7 @@ PERTURBABLE = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy", "
                ".tsv")
 MAX_PUBLIC_LINK_BYTES = 64 << 30  # public data linked (not copied) into the perturbed view
 MAX_CARD_BYTES = 64 << 20  # a text card (JSON, YAML, CSV) larger than this is not rewritten
+UNIT_CAP = 200_000  # records of one output the perturbation's share compares (more: the file counts whole)
 
 
 def weights_writer(cells: list[Cell], history: History) -> Cell | None:
@@ -174,13 +178,65 @@ def public_view(public: Path, dst: Path) -> None:
 
 
 def output_hashes(ws: Path, paths: list[str]) -> dict[str, str | None]:
-    out = {}
+    return {p: (None if data is None else _sha(data)) for p, data in _read_outputs(ws, paths).items()}
+
+
+def output_units(ws: Path, paths: list[str]) -> dict[str, str | None]:
+    """Each output's records, fingerprinted (what the perturbation's share counts): a table's rows by their
+    first column (the case), a JSON list's items, a JSON object's keys, a JSON Lines file's lines; any other
+    file is one record (a case per file). A file that does not parse as its suffix says counts whole."""
+    out: dict[str, str | None] = {}
+    for p, data in _read_outputs(ws, paths).items():
+        records = None if data is None else _records(p, data)
+        if records is None:
+            out[p] = None if data is None else _sha(data)
+        else:
+            out.update((f"{p}#{key}", _sha(value)) for key, value in records)
+    return out
+
+
+def _read_outputs(ws: Path, paths: list[str]) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
     for p in paths:
         try:
             with safefs.open_regular(ws / p) as f:
-                out[p] = hashlib.sha256(f.read()).hexdigest()
+                out[p] = f.read()
         except OSError:
             out[p] = None
+    return out
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _records(path: str, data: bytes) -> list[tuple[str, bytes]] | None:
+    """(key, bytes) per record of a table or JSON output, at most UNIT_CAP of them; None: one record."""
+    name = path.lower()
+    try:
+        if name.endswith((".csv", ".tsv")):
+            rows = list(csv.reader(io.StringIO(data.decode()), delimiter="\t" if name.endswith(".tsv") else ","))
+            keyed = [(row[0] if row else "", ",".join(row[1:]).encode()) for row in rows[1:]]
+        elif name.endswith(".jsonl"):
+            lines = [line.strip() for line in data.decode().splitlines() if line.strip()]
+            keyed = [(str(i), line.encode()) for i, line in enumerate(lines)]
+        elif name.endswith(".json"):
+            value = json.loads(data)
+            items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None
+            if items is None:
+                return None
+            keyed = [(str(k), json.dumps(v, sort_keys=True).encode()) for k, v in items]
+        else:
+            return None
+    except (ValueError, csv.Error):  # UnicodeDecodeError is a ValueError
+        return None
+    if not 1 < len(keyed) <= UNIT_CAP:
+        return None
+    seen: dict[str, int] = {}
+    out = []
+    for key, value in keyed:  # a key met twice (no case column): its occurrences stay apart
+        seen[key] = seen.get(key, 0) + 1
+        out.append((key if seen[key] == 1 else f"{key}~{seen[key]}", value))
     return out
 
 
@@ -249,9 +305,9 @@ def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make
         if not files:
             verdict["not_replayed"] = "none of the model files it reads could be found to perturb"
         else:  # a workspace over the copy limit: the copy's own refusal, below
-            same = _run_writer(chain, workspace, public, make_sandbox, wrote, {}, budget_s)
+            same, units = _run_writer(chain, workspace, public, make_sandbox, wrote, {}, budget_s)
             if same != recorded:  # the replay's sandbox may differ (threads: float sums in another order):
-                again = _run_writer(chain, workspace, public, make_sandbox, wrote, {}, budget_s)
+                again, _ = _run_writer(chain, workspace, public, make_sandbox, wrote, {}, budget_s)
                 verdict["baseline"] = "the replay's own (it differs from the run's outputs but repeats itself)"
                 if again != same or any(str(h).startswith("failed") for h in same.values()):
                     verdict.pop("baseline")
@@ -259,9 +315,12 @@ def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make
             if same is None:
                 verdict["not_replayed"] = "replayed as it was, it did not write the same outputs again (twice)"
             else:
-                moved = _run_writer(chain, workspace, public, make_sandbox, wrote, files, budget_s)
+                moved, moved_units = _run_writer(chain, workspace, public, make_sandbox, wrote, files, budget_s)
                 verdict.update(perturbed=sorted(files), depends=moved != same,
                                changed=sum(moved.get(p) != same.get(p) for p in wrote), outputs=len(wrote))
+                if units:  # the quantity, not the link (issue 36.4): the share of the records that moved
+                    moved_n = sum(moved_units.get(k) != v for k, v in units.items())
+                    verdict.update(records=len(units), records_changed=moved_n, share=round(moved_n / len(units), 4))
     except bounded_copy.CopyRefused as e:  # before any sandbox: the workspace's size, or the scratch space
         verdict["not_replayed"] = str(e)
     except Exception as e:  # noqa: BLE001 - recorded, never fatal
@@ -272,7 +331,9 @@ def replay_weights(record: RunRecord, workspace: Path, public: Path | None, make
 
 
 def _run_writer(chain: list[Cell] | Cell, workspace: Path, public: Path | None, make_sandbox, wrote: list[str],
-                perturbed: dict[str, Path], budget_s: float) -> dict[str, str | None]:
+                perturbed: dict[str, Path], budget_s: float) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The outputs' hashes after the chain ran on a copy (with `perturbed` model files), and their records'
+    (output_units; none where a cell failed)."""
 
     chain = [chain] if isinstance(chain, Cell) else chain
     t0 = time.monotonic()
@@ -301,5 +362,5 @@ def _run_writer(chain: list[Cell] | Cell, workspace: Path, public: Path | None, 
                 left = budget_s - (time.monotonic() - t0)
                 r = sandbox.exec(*replayed(c.event), timeout=max(1.0, min(CELL_TIMEOUT_S, left)))
                 if r.exit_code != 0 or r.timed_out:
-                    return {p: f"failed (cell {c.index}, exit {r.exit_code})" for p in wrote}
-        return output_hashes(ws, wrote)
+                    return {p: f"failed (cell {c.index}, exit {r.exit_code})" for p in wrote}, {}
+        return output_hashes(ws, wrote), output_units(ws, wrote)
