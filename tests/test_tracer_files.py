@@ -47,6 +47,44 @@ def test_a_traced_cell_finds_nothing_of_the_tracer_in_its_modules(folders, isola
     assert "MODS [] LEFT [] FILES []" in r.stdout, r.stdout
 
 
+def _flakes(text: str, name: str) -> list:
+    import pyflakes.api
+    import pyflakes.reporter
+
+    class Collect(pyflakes.reporter.Reporter):
+        def __init__(self):
+            self.messages = []
+
+        def flake(self, message):
+            self.messages.append(message)
+
+        def syntaxError(self, *args):
+            self.messages.append(args)
+
+        def unexpectedError(self, *args):
+            self.messages.append(args)
+
+    report = Collect()
+    pyflakes.api.check(text, name, report)
+    return report.messages
+
+
+def test_the_tracers_files_pass_pyflakes_with_only_the_names_its_namespace_gives():
+    """Linted: body.py's undefined names must each be a key of the namespace boot.py builds for it (a typo'd
+    name would only fail inside the sandbox, at the line that uses it), boot.py's only the limits tracer.py
+    defines before it; anything else pyflakes reports (unused names, redefinitions) fails."""
+    pytest.importorskip("pyflakes")
+    boot_text = (SRC / "boot.py").read_text()
+    space = next(n.value for n in ast.walk(ast.parse(boot_text))
+                 if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "space")
+    given = {k.value for k in space.keys}
+    for name, text, allowed in (("body.py", tracer._TRACER_BODY, given), ("boot.py", boot_text, {"_AMB_LIMITS"}),
+                                ("LOADER", tracer.LOADER, set())):
+        left = [m for m in _flakes(text, name)
+                if not (type(m).__name__ == "UndefinedName" and m.message_args[0] in allowed)]
+        assert left == [], (name, [str(m) for m in left])
+
+
 def test_the_guard_folder_holds_the_loader_never_the_tracer():
     files = write_guard_files([], [], [], inference_only=False)
     try:
