@@ -34,6 +34,8 @@ from sklearn.metrics import cohen_kappa_score
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]  # this checkout's harness first; _common
 CORPUS = REPO / "tests" / "judge_corpus"
+
+from pytest_automedbench.judge.rubric import rubric_for  # noqa: E402 (after the checkout is on the path)
 HALVES = ("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")  # heldout2-6: written later, apart from the judge's code (README)
 S3_LEVELS = ("none", "shape_only", "range_aware", "pilot_and_quality_check")  # the rubric's ladder, in order
 STAGE_ITEMS = {
@@ -165,11 +167,13 @@ def verdicts(run_dir: Path) -> dict[str, dict[str, tuple]] | None:
     r = json.loads(path.read_text())
     ev = r.get("stage_evidence") or {}
     out: dict[str, dict[str, tuple]] = {}
+    rubric = rubric_for(r.get("track"))
+    out["_track"] = r.get("track")
     for stage in ("S1", "S2"):
         items = ev.get(stage) or {}
         never = "_stage" in items  # a stage never reached: every item scored 0
         out[stage] = {i: (bool(items.get(i, {}).get("met")) and not never,
-                          items.get("_stage", items.get(i, {})).get("evidence", "")) for i in STAGE_ITEMS[stage]}
+                          items.get("_stage", items.get(i, {})).get("evidence", "")) for i in rubric.items(stage)}
     s3 = ev.get("S3") or {}
     level_ev = (s3.get("level") or {}).get("evidence", "")
     level = level_ev.split()[0] if level_ev.split() and level_ev.split()[0] in S3_LEVELS else None
@@ -201,11 +205,15 @@ def compare(runs: dict[str, dict], runs_dir: Path, reps: int = BOOTSTRAP) -> dic
     for half in sorted({r["half"] for r in runs.values()}) + ["all"]:
         names = [n for n, r in runs.items() if n in judged and (half == "all" or r["half"] == half)]
         items, stages, disagreements = {}, {}, []
-        for stage, item_names in STAGE_ITEMS.items():
+        for stage, shared_items in STAGE_ITEMS.items():
             stage_pairs = [[] for _ in names]
+            # each run is compared on its track's items (rubric.yaml `tracks:`) that its labels give
+            item_names = list(dict.fromkeys([*shared_items, *(i for n in names for i in judged[n][stage])]))
             for item in item_names:
                 by_run = []
                 for k, name in enumerate(names):
+                    if item not in judged[name][stage] or item not in runs[name]["labels"][stage]:
+                        continue
                     lab = label_value(stage, runs[name]["labels"][stage][item])
                     got, evidence = judged[name][stage][item]
                     if stage == "S3":
@@ -218,7 +226,8 @@ def compare(runs: dict[str, dict], runs_dir: Path, reps: int = BOOTSTRAP) -> dic
                             "label": S3_LEVELS[lab] if stage == "S3" else lab,
                             "judge": S3_LEVELS[got] if stage == "S3" else got,
                             "why": runs[name]["labels"][stage][item]["why"], "judge_evidence": evidence[:300]})
-                items[f"{stage}.{item}"] = agreement(by_run, "quadratic" if stage == "S3" else None, reps)
+                if by_run:
+                    items[f"{stage}.{item}"] = agreement(by_run, "quadratic" if stage == "S3" else None, reps)
             stages[stage] = agreement(stage_pairs, "quadratic" if stage == "S3" else None, reps)
         report["halves"][half] = {"runs": len(names), "items": items, "stages": stages,
                                   "disagreements": disagreements}

@@ -18,7 +18,7 @@ SHORT_PLAN = "1. Load the images.\n2. Pick SegResNet (fast), not UNet/nnU-Net.\n
 
 def test_tracks_without_an_overlay_keep_the_shared_rubric():
     shared = load_rubric()
-    for track in ("classification", "synthesis", "report"):
+    for track in ("classification", "synthesis"):
         r = rubric_for(track)
         assert r.raw["stages"] == shared.raw["stages"], track
         assert r.requires("S1") == {} and r.items("S2") == SHARED_S2

@@ -17,7 +17,8 @@ import yaml
 
 RUBRIC_FILE = Path(__file__).with_name("rubric.yaml")
 JUDGED_STAGES = ("S1", "S2", "S3")
-OVERLAY_KEYS = frozenset({"anchor", "change", "add", "remove", "levels", "anchor_ids"})
+OVERLAY_KEYS = frozenset({"anchor", "change", "add", "remove", "replace", "levels", "anchor_ids"})
+TIERS = ("lite", "standard", "pro")
 HARNESS = "harness"  # an item's `by:` when only the harness decides it
 
 
@@ -58,7 +59,24 @@ class Rubric:
         return {i["id"]: float(i["cap"]) for i in self._items(stage) if i.get("cap") is not None}
 
     def levels(self, stage: str = "S3") -> dict[str, float]:
-        return {lv["id"]: float(lv["score"]) for lv in self.raw["stages"][stage]["levels"]}
+        """The ladder's levels ({} where the track replaced the stage by items)."""
+        return {lv["id"]: float(lv["score"]) for lv in self.raw["stages"][stage].get("levels", [])}
+
+    def rule(self, stage: str) -> str:
+        return self.raw["stages"][stage]["rule"]
+
+    def replaced(self, stage: str) -> bool:
+        """The track asks its own questions in this stage (rubric.yaml `replace:`), not the shared items."""
+        return stage in ((self.raw.get("tracks") or {}).get(self.track) or {}).get("replace", {})
+
+    def not_applicable(self, stage: str, item_id: str, tier: str) -> str | None:
+        """Why the item does not apply whatever the run did (outside its `tiers:`, or `na:`); None: it may."""
+        item = self.item(stage, item_id) or {}
+        if item.get("na"):
+            return f"not applicable: {item['na']}"
+        if item.get("tiers") and tier not in item["tiers"]:
+            return f"not applicable at the {tier} tier (asked at {', '.join(item['tiers'])})"
+        return None
 
     def threshold(self, name: str) -> float:
         """A measured quantity's threshold (rubric.yaml `thresholds:`)."""
@@ -87,6 +105,11 @@ class Rubric:
                     notes.append("decided by the harness, not by the judge")
                 if item.get("cap") is not None:
                     notes.append(f"unmet: {sid} at most {item['cap']}")
+                na = self.not_applicable(sid, item["id"], tier)
+                if na:
+                    notes.append(f"{na}; decided by the harness")
+                elif item.get("na_when"):
+                    notes.append(f"not applicable (decided by the harness) when {item['na_when']}")
                 shown = f" [{'; '.join(notes)}]" if notes else ""
                 lines.append(f"  - {item['id']}: {item['text'].format(**words)}{shown}")
             for lv in stage.get("levels", []):
@@ -115,6 +138,16 @@ def overlay(raw: dict[str, Any], track: str) -> dict[str, Any]:
         for st in stages.values():
             if "items" in st:
                 st["items"] = [i for i in st["items"] if i["id"] != item_id]
+    for stage, items in (spec.get("replace") or {}).items():
+        if stage not in JUDGED_STAGES:
+            raise RubricError(f"{where}.replace.{stage}: not a judged stage ({', '.join(JUDGED_STAGES)})")
+        for n, item in enumerate(items or []):
+            if not isinstance(item, dict) or not item.get("id") or not item.get("text"):
+                raise RubricError(f"{where}.replace.{stage}[{n}]: an item needs an id and a text")
+            bad = set(item.get("tiers") or ()) - set(TIERS)
+            if bad:
+                raise RubricError(f"{where}.replace.{stage}[{n}].tiers: unknown tier(s) {', '.join(sorted(bad))}")
+        stages[stage] = {"name": stages[stage]["name"], "rule": "mean", "items": copy.deepcopy(items or [])}
     for stage, items in (spec.get("add") or {}).items():
         if stage not in JUDGED_STAGES:
             raise RubricError(f"{where}.add.{stage}: not a judged stage ({', '.join(JUDGED_STAGES)})")

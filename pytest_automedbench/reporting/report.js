@@ -105,7 +105,7 @@ function show(i) {
   box.append(el('h4', {}, 'Stage evidence (the judge)'));
   const evRows = [];
   for (const [s, items] of Object.entries(ev)) for (const [k, x] of Object.entries(items || {}))
-    evRows.push([s, k, x && x.met ? el('span', {class: 'yes'}, '✓') : el('span', {class: 'no'}, '✗'), x && x.evidence !== undefined ? String(x.evidence) : '']);
+    evRows.push([s, k, x && x.met ? el('span', {class: 'yes'}, '✓') : x && x.met === null ? el('span', {class: 'muted'}, 'n/a') : el('span', {class: 'no'}, '✗'), x && x.evidence !== undefined ? String(x.evidence) : '']);
   box.append(evRows.length ? table(['stage', 'item', 'met', 'evidence'], evRows, 'ev') : el('p', {class: 'muted'}, 'no stage evidence recorded'));
   const tm = r.task_metrics || {};
   box.append(el('h4', {}, 'Task metrics'));

@@ -20,7 +20,7 @@ from ...record.trace import RunRecord
 from ..reading import (VALUE_KINDS, Cell, History, ModelFiles, Reads, attribute_stages, find_file, find_pilot, first,
                        full_run, need, patterns as P, probe_of, ran_once, read_run, reached, third_party, vqa_files)
 from ..rubric import Rubric, load_rubric, rubric_for
-from . import tracks
+from . import report, tracks
 
 PLAN_MAX_BYTES = 1_000_000  # a plan.md beyond this is not a plan (and is not read)
 PLAN_READ_BYTES = 200_000  # what any judge reads of plan.md
@@ -38,7 +38,9 @@ class StageVerdict:
         return bool(met)
 
     def mean_score(self) -> float:
-        return sum(i["met"] for i in self.items.values()) / len(self.items) if self.items else 0.0
+        """The mean of the items that apply (met None: not applicable, out of the denominator); none: 0."""
+        answers = [i["met"] for n, i in self.items.items() if n != "_stage" and i["met"] is not None]
+        return sum(bool(a) for a in answers) / len(answers) if answers else 0.0
 
 
 def read_plan(path: Path) -> tuple[str | None, str]:
@@ -274,18 +276,7 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
     rubric = rubric or load_rubric()
     v = StageVerdict(0.0)
     plan = workspace / "plan.md"
-    text, note = read_plan(plan)
-    if text is not None:
-        on_time, why = plan_timing(history, "plan.md")
-        own, copied = own_lines(text, brief)
-        if not on_time:
-            text, note = None, why
-            v.denied.append(why)
-        elif copied and _words("\n".join(own)) < 30:
-            text, note = None, f"plan.md is a copy of the brief ({copied} of its lines come from TASK.md)"
-            v.denied.append(note)
-        else:
-            text = "\n".join(own)  # only the agent's own lines earn plan items
+    text, note = own_plan(workspace, history, brief, v.denied)
     # Prose, not a keyword list: lines of several words (list markers and headings stripped).
     raw = (text or "").splitlines()
     lines = [re.sub(r"^\s*(#+|\d+[.)]|[-*+])\s*", "", ln) for ln in raw]
@@ -311,6 +302,26 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
     keep_rubric_items(v, rubric, "S1")
     apply_tier_and_reach(v, "S1", tier, plan.is_file(), rubric)
     return v
+
+
+def own_plan(workspace: Path, history: History | None, brief: str | None,
+             denied: list[str] | None = None) -> tuple[str | None, str]:
+    """plan.md's lines of the agent's own, written before the first output; or None with why not (a
+    refusal the harness's facts make goes on `denied`)."""
+    text, note = read_plan(workspace / "plan.md")
+    if text is None:
+        return None, note
+    on_time, why = plan_timing(history, "plan.md")
+    own, copied = own_lines(text, brief)
+    if not on_time:
+        text, note = None, why
+    elif copied and _words("\n".join(own)) < 30:
+        text, note = None, f"plan.md is a copy of the brief ({copied} of its lines come from TASK.md)"
+    else:
+        return "\n".join(own), ""  # only the agent's own lines earn plan items
+    if denied is not None:
+        denied.append(note)
+    return text, note
 
 
 def judge_plan_png(v: StageVerdict, workspace: Path, history: History | None) -> None:
@@ -347,7 +358,7 @@ def apply_tier_and_reach(v: StageVerdict, stage: str, tier: str, was_reached: bo
     if tier == "lite":
         for name in rubric.lite_met(stage):
             v.item(name, True, "lite tier: counted as met")
-    v.score = v.mean_score() if was_reached else 0.0
+    v.score = (round(v.mean_score(), 4) if rubric.replaced(stage) else v.mean_score()) if was_reached else 0.0
     tracks.apply_caps(v, rubric, stage)
     if not was_reached:
         v.items["_stage"] = {"met": False, "evidence": f"{stage} never reached: scored 0"}
@@ -658,6 +669,23 @@ def judge_s4(history: History, track: str = "segmentation") -> StageVerdict:
     return v
 
 
+def own_questions(verdicts: dict[str, StageVerdict], record: RunRecord, workspace: Path, tier: str, n_cases: int,
+                  public: Path | None, brief: str | None, history: History, cells: list[Cell],
+                  rubric: Rubric) -> dict[str, StageVerdict]:
+    """A track that asks its own atomic questions (report generation, deciding/report.py), answered from the
+    shared verdicts and the same plan lines, cells and snapshots."""
+    text, note = own_plan(workspace, history, brief)
+    s1 = verdicts["S1"].items
+    png = [s1.get(n, {"met": False, "evidence": "no plan.png"}) for n in ("plan_png_exists", "plan_png_is_diagram")]
+    plan_png = (all(i["met"] for i in png) and "lite tier" not in png[0]["evidence"],
+                "; ".join(dict.fromkeys(i["evidence"] for i in png)))
+    reads = Reads(cells, history, ModelFiles.of(public))
+    return report.decide(verdicts, workspace=workspace, plan=text, plan_note=note, cells=cells, history=history, reads=reads,
+                         public=public, tier=tier, n_cases=n_cases, rubric=rubric,
+                         reached=lambda s: (workspace / "plan.md").is_file() if s == "S1" else reached(record, s),
+                         plan_png=plan_png, checked=checked)
+
+
 def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int, public: Path | None = None,
           brief: str | None = None, inference_only: bool = False,
           history: History | None = None, track: str | None = None) -> dict[str, StageVerdict]:
@@ -666,9 +694,12 @@ def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int, public: P
     attribute_stages(record, n_cases, cells)
     history = history or History(record, public)
     rubric = rubric_for(track)
-    verdicts = {"S1": judge_s1(workspace, tier, history, brief, rubric, public),
-                "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases, rubric),
-                "S3": judge_s3(record, cells, n_cases, history, rubric, workspace)}
+    shared = load_rubric() if rubric.replaced("S1") else rubric  # a track of its own questions reads the shared first
+    verdicts = {"S1": judge_s1(workspace, tier, history, brief, shared, public),
+                "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases, shared),
+                "S3": judge_s3(record, cells, n_cases, history, shared, workspace)}
+    if shared is not rubric:
+        verdicts = own_questions(verdicts, record, workspace, tier, n_cases, public, brief, history, cells, rubric)
     python = [c for c in cells if (c.event.language or "python") == "python"]
     if python and not any(c.traced for c in python):  # no trace: the text's reading stands, and says so
         for stage in ("S2", "S3"):

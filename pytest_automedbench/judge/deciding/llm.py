@@ -27,7 +27,7 @@ from ...agents.base import Agent
 from ...record.trace import RunRecord, TraceEvent, Usage
 from ...util.atomic_files import atomic_write
 from . import heuristic
-from ..reading import ran_of, reached, tampered
+from ..reading import ran_of, reached, tampered, vqa_files
 from .heuristic import StageVerdict, apply_tier_and_reach
 from ..rubric import Rubric, rubric_for
 from . import tracks
@@ -54,23 +54,30 @@ def answer_schema(rubric) -> dict[str, Any]:
     """JSON schema of the judge's answer (also shown to the model)."""
     item = {"type": "object", "required": ["met", "evidence"],
             "properties": {"met": {"type": "boolean"}, "evidence": {"type": "string"}}}
+    ladder = {} if "S3" in item_stages(rubric) else {
+        "S3": {"type": "object", "required": ["level", "evidence"],
+               "properties": {"level": {"enum": list(rubric.levels("S3"))}, "evidence": {"type": "string"}}}}
     return {
         "type": "object", "required": ["S1", "S2", "S3"],
         "properties": {
             **{s: {"type": "object", "required": rubric.judged_items(s),
                    "properties": {i: item for i in rubric.judged_items(s)}}
-               for s in ("S1", "S2")},
-            "S3": {"type": "object", "required": ["level", "evidence"],
-                   "properties": {"level": {"enum": list(rubric.levels("S3"))}, "evidence": {"type": "string"}}},
+               for s in item_stages(rubric)},
+            **ladder,
         },
     }
+
+
+def item_stages(rubric) -> tuple[str, ...]:
+    """The stages answered item by item: S1, S2, and S3 where the track asks questions, not the ladder."""
+    return ("S1", "S2", "S3") if rubric.rule("S3") == "mean" else ("S1", "S2")
 
 
 def validate_answer(answer: Any, rubric) -> str | None:
     """None when `answer` fits the schema, else the first problem in words."""
     if not isinstance(answer, dict):
         return "the answer is not a JSON object"
-    for stage in ("S1", "S2"):
+    for stage in item_stages(rubric):
         block = answer.get(stage)
         if not isinstance(block, dict):
             return f"{stage}: missing or not an object"
@@ -81,7 +88,7 @@ def validate_answer(answer: Any, rubric) -> str | None:
             if not isinstance(it.get("evidence", ""), str):
                 return f"{stage}.{name}.evidence: must be a string"
     s3 = answer.get("S3")
-    if not isinstance(s3, dict) or s3.get("level") not in rubric.levels("S3"):
+    if "S3" not in item_stages(rubric) and (not isinstance(s3, dict) or s3.get("level") not in rubric.levels("S3")):
         return f"S3.level: must be one of {', '.join(rubric.levels('S3'))}"
     return None
 
@@ -187,6 +194,16 @@ def workspace_facts(workspace: Path, n_cases: int) -> str:
     return "\n".join(lines)
 
 
+def public_data_facts(public: Path | None) -> str:
+    """The public data's files and their records' field names, so a judge model can tell a plan that names
+    the real schema (VQA's dataset_schema, the report track's case index) from one that names any words."""
+    files, fields = vqa_files.schema_names(public)
+    if not files:
+        return ""
+    return (f"data files: {', '.join(files[:20])}\n"
+            f"fields their records hold: {', '.join(sorted(fields)[:40]) or 'none found'}")
+
+
 class LLMJudge:
     """Decides S1-S3 with a model; falls back to the heuristic verdict when the model fails."""
 
@@ -195,12 +212,14 @@ class LLMJudge:
         self.agent, self.cache_dir, self.cost_fn, self.cap = agent, cache_dir, cost_fn, cap
 
     def prompt(self, record: RunRecord, workspace: Path, track: str, tier: str, n_cases: int,
-               facts: str = "") -> tuple[str, str]:
+               facts: str = "", public: Path | None = None) -> tuple[str, str]:
         rubric = rubric_for(track)
         rubric_text = rubric.text(track, tier)
+        data = public_data_facts(public) if "dataset_schema" in rubric.items("S1") or rubric.replaced("S1") else ""
         body = "\n\n".join([
             "# Rubric\n" + rubric_text,
             "# Workspace at the end of the run\n" + workspace_facts(workspace, n_cases),
+            *(["# The task's public data (read by the harness)\n" + data] if data else []),
             *(["# Harness facts (from the harness's own workspace snapshots and replays; the agent cannot "
                "write these)\n" + facts] if facts else []),
             "# Trace (condensed)\n" + condense(trace_blocks(record), self.cap),
@@ -219,7 +238,8 @@ class LLMJudge:
               inference_only: bool = False) -> tuple[dict[str, StageVerdict], dict[str, Any]]:
         fallback = heuristic.judge(record, workspace, tier, n_cases, public, brief, inference_only,
                                    track=track)  # labels stages
-        rubric_text, body = self.prompt(record, workspace, track, tier, n_cases, harness_facts(record, fallback))
+        rubric_text, body = self.prompt(record, workspace, track, tier, n_cases, harness_facts(record, fallback),
+                                        public)
         key = self.cache_key(rubric_text, body)
         info: dict[str, Any] = {"kind": "llm", "model": self.agent.model_id or self.agent.name, "cache_key": key[:16],
                                 "cached": False, "api_calls": 0, "tokens": Usage().as_dict(), "cost_usd": 0.0}
@@ -386,7 +406,8 @@ def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str,
     rubric = rubric_for(track)
     out: dict[str, StageVerdict] = {}
     uncited: list[str] = []
-    for stage, was_reached in (("S1", (workspace / "plan.md").is_file()), ("S2", reached(record, "S2"))):
+    for stage in item_stages(rubric):
+        was_reached = (workspace / "plan.md").is_file() if stage == "S1" else reached(record, stage)
         v = StageVerdict(0.0)
         for name in rubric.judged_items(stage):
             it = answer[stage][name]
@@ -399,6 +420,8 @@ def to_verdicts(answer: dict, record: RunRecord, workspace: Path, tier: str,
         harness_decided(v, stage, rubric, heuristic_verdicts)
         apply_tier_and_reach(v, stage, tier if stage == "S1" else "", was_reached, rubric)
         out[stage] = v
+    if "S3" in out:
+        return out, uncited
     level, evidence = answer["S3"]["level"], str(answer["S3"].get("evidence", ""))
     if level != "none" and not cites(evidence, record):
         uncited.append("S3.level")
@@ -421,6 +444,10 @@ def harness_decided(v: StageVerdict, stage: str, rubric: Rubric,
     for name in rubric.harness_items(stage):
         item = h.items.get(name) if h is not None else None
         v.items[name] = dict(item) if item else {"met": False, "evidence": "the harness decided nothing"}
+    # Whether a question applies is the harness's call (the tier, the data's layout, what failed), not the model's
+    for name, item in (h.items.items() if h is not None else ()):
+        if name in v.items and item.get("met") is None:
+            v.items[name] = dict(item)
 
 
 def make_llm_judge(spec: str, cache_dir: Path | None, cost_fn=None) -> LLMJudge:
