@@ -19,7 +19,7 @@ from .reading import History, executed_summary, shell_summary
 HEURISTIC = "heuristic"
 # Bumped whenever a verdict could change for the same run: result.json's judge block and the
 # configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
-JUDGE_VERSION = 11  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
+JUDGE_VERSION = 12  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
 # 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it;
 # 4: bash cells read on the commands that ran (their xtrace, sandbox/xtrace.py); checksums are no method;
 #    S2 weights by the files a cell opened (tracer) and any-format perturbation (replay_weights.py);
@@ -34,6 +34,9 @@ JUDGE_VERSION = 11  # 2: harness-side provenance (snapshots) behind S1 timing, S
 #    path in place of the pipeline and the plan.png items
 # 10: S2 weights_obtained by the share of the outputs' records the weights replay moved (rubric `thresholds`)
 # 11: report generation's atomic questions (rubric `tracks.report.replace`), not-applicable answers out of the mean
+# 12: the result probe's broken values drawn per run from families (a seed the harness picks, in the verdict),
+#     npz results broken too; a value check that catches a form but lets NaNs or out-of-set labels through is
+#     fitted (`fitted_on`), not credited
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
