@@ -87,7 +87,7 @@ FORGE = SOLVE + ("\npython - <<'AMB_EOF'\nimport json, os\np = os.environ['AMB_W
                  "open(p + '.new', 'w').write('\\n'.join(lines) + '\\n')\nos.replace(p + '.new', p)\nAMB_EOF")
 
 
-def _run_with(pytester, mock, command: str) -> tuple[dict, list[dict]]:
+def _run_with(pytester, mock, command: str, *args: str) -> tuple[dict, list[dict]]:
     def answer(request: dict, api: str) -> dict:
         tools = [t.get("name") for t in request.get("tools") or []]
         if "Bash" in tools and "tool_result" not in json.dumps(request.get("messages")):
@@ -95,7 +95,7 @@ def _run_with(pytester, mock, command: str) -> tuple[dict, list[dict]]:
         return {"text": "Done: the outputs are written and checked."}
     mock.responder = answer
     r = pytester.runpytest("suite", "-p", "no:cacheprovider", "--amb-model=claude-code",
-                           "--amb-agent-models=small=claude-haiku-4-5")
+                           "--amb-agent-models=small=claude-haiku-4-5", *args)
     run = read_results(pytester)["runs"][0]
     folder, trace = trace_of(pytester)
     import shutil
