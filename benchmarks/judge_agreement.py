@@ -34,7 +34,7 @@ from sklearn.metrics import cohen_kappa_score
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]  # this checkout's harness first; _common
 CORPUS = REPO / "tests" / "judge_corpus"
-HALVES = ("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")  # heldout2-6: written later, apart from the judge's code (README)
+HALVES = ("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")  # heldout2-7: written later, apart from the judge's code (README)
 S3_LEVELS = ("none", "shape_only", "range_aware", "pilot_and_quality_check")  # the rubric's ladder, in order
 STAGE_ITEMS = {
     "S1": ("plan_exists", "clear_pipeline", "model_chosen", "three_models_researched", "plan_png_exists",
