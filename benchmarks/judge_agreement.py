@@ -36,7 +36,7 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]  # this checkou
 CORPUS = REPO / "tests" / "judge_corpus"
 
 from pytest_automedbench.judge.rubric import rubric_for  # noqa: E402 (after the checkout is on the path)
-HALVES = ("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")  # heldout2-6: written later, apart from the judge's code (README)
+HALVES = ("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")  # heldout2-7: written later, apart from the judge's code (README)
 S3_LEVELS = ("none", "shape_only", "range_aware", "pilot_and_quality_check")  # the rubric's ladder, in order
 STAGE_ITEMS = {
     "S1": ("plan_exists", "clear_pipeline", "model_chosen", "three_models_researched", "plan_png_exists",

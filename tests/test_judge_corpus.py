@@ -80,7 +80,7 @@ def test_halves_are_disjoint_and_mixed():
             assert len(values) >= 2, f"{stage}.{item} has one label in the whole corpus: it measures nothing"
 
 
-@pytest.mark.parametrize("half", ["heldout2", "heldout3", "heldout5", "heldout6"])
+@pytest.mark.parametrize("half", ["heldout2", "heldout3", "heldout5", "heldout6", "heldout7"])
 def test_later_halves_are_balanced(half):
     # The second, third, fifth and sixth held-out halves: six runs per demo task, eight of each kind (README).
     runs = labels(half)["runs"].values()
