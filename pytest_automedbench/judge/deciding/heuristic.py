@@ -673,6 +673,8 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
     v.score = levels[level] if reached(record, "S3") else 0.0
     deciding = {"pilot_and_quality_check": (pilot_check, pilot), "range_aware": (range_cell, None),
                 "shape_only": (shape_cell, None)}.get(level)
+    if deciding is not None and deciding[0] is not None:
+        v.items["level"]["check"] = "observed" if observed(*deciding) else "code_reading"
     if deciding is not None and v.score > 0:
         halved = silence_halved(cells, history, *deciding)
         if halved:  # issue 36.3: silence earns less than evidence
