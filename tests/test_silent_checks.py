@@ -39,3 +39,12 @@ def test_a_run_the_harness_could_not_replay_is_not_halved():
                             ({"probe": {"stopped": "budget"}}, SNAPSHOTS)):
         cells = cell(replay)
         assert silence_halved(cells, history, cells[0], None) == "", replay
+
+
+def test_a_check_whose_cell_no_replay_ran_is_not_halved():
+    """Other cells were replayed within budget, this one never: no verdict was possible for its check."""
+    replayed = read_run(RunRecord(trace=[TraceEvent(0, 1, "execute_code", 0.0, language="python", code=CHECK,
+                                                    replay={"fails_on": [], "passes_on": []}),
+                                         TraceEvent(1, 2, "execute_code", 1.0, language="python", code=CHECK)]))
+    assert silence_halved(replayed, SNAPSHOTS, replayed[1], None) == ""
+    assert "code reading alone" in silence_halved(replayed, SNAPSHOTS, replayed[0], None)

@@ -641,6 +641,8 @@ def silence_halved(cells: list[Cell], history: History | None, check: Cell | Non
     """Why the check that decided S3's level is halved: no replay observed it where one could; "" otherwise."""
     if check is None or observed(check, pilot):
         return ""
+    if not isinstance(check.event.replay, dict) or not check.event.replay:
+        return ""  # no replay ran this check's cell (the probe's cells are capped, a cell may not be replayable)
     possible = verdict_possible(cells, history)
     return (f"cell {check.index}'s check is credited by code reading alone (no behavioural verdict), and {possible}"
             if possible else "")
