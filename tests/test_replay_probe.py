@@ -332,3 +332,91 @@ def test_the_probe_never_raises_into_the_agents_code():
         rt._KIND = "control"
         rt._PENDING.clear()
         rt._TARGETS.clear()
+
+
+# Checks fitted to the old fixed forms (every item NaN, a label + 7, the `zzz-not-a-label` spelling) against
+# checks of the property (finiteness, a range, the label set): only the latter catch the drawn families.
+ALL_NAN = LOAD + '''assert not np.isnan(y).all(), "all NaN"
+print("ok", y.mean())
+'''
+LABELS = '''import os, numpy as np
+d = os.path.join(os.environ["AMB_PUBLIC_DIR"], "images")
+seg = (np.load(os.path.join(d, sorted(os.listdir(d))[0])) > 0.5).astype(np.int64)
+'''
+PLUS_SEVEN = LABELS + '''assert not (seg.min() >= 7), "shifted by 7"
+print("ok", seg.sum())
+'''
+LABEL_SET = LABELS + '''assert set(np.unique(seg).tolist()) <= {0, 1}, "labels"
+print("ok", seg.sum())
+'''
+NAMES = '''import os, numpy as np
+d = os.path.join(os.environ["AMB_PUBLIC_DIR"], "images")
+names = ["yes" if np.load(os.path.join(d, n)).mean() > 0.5 else "no" for n in sorted(os.listdir(d))]
+'''
+HYPHEN = NAMES + '''assert not any("-" in a for a in names), "bad label"
+print("ok", len(names))
+'''
+NAME_SET = NAMES + '''assert set(names) <= {"yes", "no"}, "bad label"
+print("ok", len(names))
+'''
+
+
+def test_checks_fitted_to_fixed_forms_earn_nothing_and_real_checks_do(folders, isolation):
+    cells = probe(folders, [(ALL_NAN, "python"), (PLUS_SEVEN, "python"), (HYPHEN, "python"),
+                            (LOAD + "assert np.isfinite(y).all() and 0 <= y.min() and y.max() <= 1\nprint(y.mean())\n",
+                             "python"), (LABEL_SET, "python"), (NAME_SET, "python")])
+    fitted, real = cells[:3], cells[3:]
+    for c in fitted:
+        p = c.event.replay["probe"]
+        assert not set(p["fails_on"]) & {"nan", "labels"} and set(p["passes_on"]) & {"nan", "labels"}, p
+        assert not checked(c, "range_checks"), p
+        assert isinstance(p["seed"], int)
+    for c in real:
+        p = c.event.replay["probe"]
+        assert set(p["fails_on"]) & {"nan", "labels"} and "fitted_on" not in p, p
+        assert checked(c, "range_checks"), p
+    assert len({c.event.replay["probe"]["seed"] for c in cells}) == 1  # one draw per run
+
+
+def test_the_draw_is_the_seeds_and_not_a_fixed_form():
+    from pytest_automedbench.judge.replays import probe_runtime as rt
+
+    seg = np.zeros((8, 8), np.int64)
+    seg[2:5, 2:5] = 1
+    img = np.random.default_rng(1).random((8, 8))
+    try:
+        rt._KIND, rt._SEED = "labels", 123
+        rt._DRAWS.clear()
+        a = rt._broken(seg, "labels", "s")
+        rt._DRAWS.clear()
+        assert (rt._broken(seg, "labels", "s") == a).all()  # the same seed, the same draw (a re-run)
+        bad = set(np.unique(a).tolist()) - {0, 1}
+        assert bad and 0 < (a != seg).mean() < 1 and bad != {7, 8}, a  # some places, outside the set, not + 7
+        word = rt._broken("yes", "labels", "w")
+        assert word.isalpha() and word != "zzz-not-a-label"
+        rt._KIND = "nan"
+        n = rt._broken(img, "nan", "i")
+        assert 0 < np.isnan(n).mean() < 1  # NaN at some places, never all
+        rt._SEED = 124
+        rt._DRAWS.clear()
+        assert not (np.isnan(rt._broken(img, "nan", "i")) == np.isnan(n)).all()  # another seed, another draw
+    finally:
+        rt._KIND, rt._SEED = "control", None
+        rt._DRAWS.clear()
+
+
+def test_npz_results_are_broken_and_other_formats_said(tmp_path):
+    from pytest_automedbench.judge.replays import probe_runtime as rt
+    from pytest_automedbench.judge.replays.probe import fitted
+
+    path = tmp_path / "r.npz"
+    np.savez(path, seg=np.ones((4, 4), np.int64), img=np.ones((4, 4)))
+    try:
+        rt._KIND, rt._SEED = "nan", 5
+        assert rt.mutate_file(str(path), "nan")
+    finally:
+        rt._KIND, rt._SEED = "control", None
+    with np.load(path) as z:
+        assert np.isnan(z["img"]).any() and (z["seg"] == 1).all()
+    out = fitted({"fails_on": ["zeros"], "passes_on": ["nan"], "crashed_on": [], "untested": [], "where": "x"})
+    assert out["fails_on"] == [] and out["fitted_on"] == ["zeros"] and "where" not in out

@@ -19,7 +19,7 @@ from .reading import History, executed_summary, shell_summary
 HEURISTIC = "heuristic"
 # Bumped whenever a verdict could change for the same run: result.json's judge block and the
 # configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
-JUDGE_VERSION = 11  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
+JUDGE_VERSION = 13  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
 # 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it;
 # 4: bash cells read on the commands that ran (their xtrace, sandbox/xtrace.py); checksums are no method;
 #    S2 weights by the files a cell opened (tracer) and any-format perturbation (replay_weights.py);
@@ -34,6 +34,11 @@ JUDGE_VERSION = 11  # 2: harness-side provenance (snapshots) behind S1 timing, S
 #    path in place of the pipeline and the plan.png items
 # 10: S2 weights_obtained by the share of the outputs' records the weights replay moved (rubric `thresholds`)
 # 11: report generation's atomic questions (rubric `tracks.report.replace`), not-applicable answers out of the mean
+# 12: the result probe's broken values drawn per run from families (a seed the harness picks, in the verdict),
+#     npz results broken too; a value check that catches a form but lets NaNs or out-of-set labels through is
+#     fitted (`fitted_on`), not credited
+# 13: S3's level halved where its deciding check is credited by code reading alone and a replay could have
+#     observed it (snapshots, replays within budget); result.json's judge.halved says which and why
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
@@ -51,6 +56,13 @@ def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
     info = {**info, "judge_version": JUDGE_VERSION, "provenance": "snapshots" if history.observable
             else "not_observable", "executed": executed_summary(record),
             "executed_bash": shell_summary(record)}
+    halved = {stage: v.items["level"]["halved"] for stage, v in verdicts.items()
+              if isinstance(v.items.get("level"), dict) and v.items["level"].get("halved")}
+    level = verdicts.get("S3").items.get("level") if verdicts.get("S3") is not None else None
+    if isinstance(level, dict) and level.get("check"):  # what decided S3's level: a replay's verdict or the text
+        info["s3_check"] = level["check"]
+    if halved:  # a check credited by code reading alone where a replay could have observed it (issue 36.3)
+        info["halved"] = halved
     try:
         verdicts = {**verdicts, "S4": judge_s4(history, track)}
     except Exception as e:  # noqa: BLE001 - a bug here must not lose a finished run

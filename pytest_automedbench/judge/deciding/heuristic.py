@@ -606,6 +606,48 @@ def pilot_replayed(pilot: Cell, check: Cell) -> str:
     return f" (not replayed: {r.get('not_replayed')})" if r.get("not_replayed") else ""
 
 
+# A check credited by code reading alone, where a replay could have observed it, earns this share of its level.
+SILENT_CHECK_SHARE = 0.5
+
+
+def observed(check: Cell, pilot: Cell | None = None) -> bool:
+    """A replay in a fresh sandbox gave a behavioural verdict on the check: the result probe's, the check
+    replay's on broken outputs (it stopped on some), or the pilot replay's that ran it to an end. The
+    in-process tracer's record never counts here: the agent's code can reach it (issue 36.1)."""
+    if probe_verdict(check, "range_checks") is not None or probe_verdict(check, "shape_checks") is not None:
+        return True
+    r = check.event.replay
+    if isinstance(r, dict) and r.get("fails_on"):
+        return True
+    replay = (pilot.event.replay or {}).get("pilot") if pilot is not None and isinstance(pilot.event.replay, dict) else None
+    return (isinstance(replay, dict) and check.index in (replay.get("cells") or []) and not replay.get("inconclusive")
+            and bool(replay.get("caught") or replay.get("passed") or replay.get("crashed")))
+
+
+def verdict_possible(cells: list[Cell], history: History | None) -> str:
+    """Why a replay could have given a verdict ("" where the harness could not replay: no snapshots,
+    replays off, a budget spent or a replay stopped): a silent check is halved only then."""
+    if history is None or not history.observable:
+        return ""
+    replays = [c.event.replay for c in cells if isinstance(c.event.replay, dict)]
+    if not replays:
+        return ""
+    stopped = any(r.get("stopped") or any(isinstance(x, dict) and (x.get("stopped") or x.get("inconclusive"))
+                                          for x in r.values()) for r in replays)
+    return "" if stopped else "the run had snapshots and its replays finished within budget"
+
+
+def silence_halved(cells: list[Cell], history: History | None, check: Cell | None, pilot: Cell | None) -> str:
+    """Why the check that decided S3's level is halved: no replay observed it where one could; "" otherwise."""
+    if check is None or observed(check, pilot):
+        return ""
+    if not isinstance(check.event.replay, dict) or not check.event.replay:
+        return ""  # no replay ran this check's cell (the probe's cells are capped, a cell may not be replayable)
+    possible = verdict_possible(cells, history)
+    return (f"cell {check.index}'s check is credited by code reading alone (no behavioural verdict), and {possible}"
+            if possible else "")
+
+
 def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: History | None = None,
              rubric: Rubric | None = None, workspace: Path | None = None) -> StageVerdict:
     """The validation ladder: 0 / 0.2 shape-only / 0.5 range- or label-aware / 1.0 pilot + check + full run
@@ -642,6 +684,16 @@ def judge_s3(record: RunRecord, cells: list[Cell], n_cases: int, history: Histor
     v.items["level"] = {"met": level != "none", "evidence": level + (
         " (a pilot without a full run after it)" if pilot_check is not None and full is None else "")}
     v.score = levels[level] if reached(record, "S3") else 0.0
+    deciding = {"pilot_and_quality_check": (pilot_check, pilot), "range_aware": (range_cell, None),
+                "shape_only": (shape_cell, None)}.get(level)
+    if deciding is not None and deciding[0] is not None:
+        v.items["level"]["check"] = "observed" if observed(*deciding) else "code_reading"
+    if deciding is not None and v.score > 0:
+        halved = silence_halved(cells, history, *deciding)
+        if halved:  # issue 36.3: silence earns less than evidence
+            v.score = round(v.score * SILENT_CHECK_SHARE, 4)
+            v.items["level"]["evidence"] += f"; halved: {halved}"
+            v.items["level"]["halved"] = halved
     if "postprocess_calibrated" in rubric.items("S3") and workspace is not None:
         public = history.public if history is not None else None
         v.item("postprocess_calibrated", *tracks.calibrated(workspace, cells, history,

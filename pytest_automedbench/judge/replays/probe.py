@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -142,11 +143,25 @@ def candidates(cells: list[Cell], workspace: Path, max_cells: int = MAX_CELLS) -
     return out
 
 
+# What a real check of each property catches (docs/scoring.md): a value check (a range, finiteness, the label
+# set) catches NaNs at random places and labels outside the set at random places, whichever the result's
+# values allow; catching only a degenerate result (zeros, another case's result) is a check fitted to one form.
+# A shape check catches a random share of the cases missing.
+REQUIRED = {"range_checks": ("nan", "labels"), "shape_checks": ("shape",)}
+
+
+def new_seed() -> int:
+    """The run's draw: picked here, never passed into the sandbox but as the mutated runs' values."""
+    return secrets.randbits(63)
+
+
 def probe_run(cells: list[Cell], workspace: Path, make_sandbox, started: float, budget_s: float,
-              max_cells: int = MAX_CELLS, history=None) -> int:
+              max_cells: int = MAX_CELLS, history=None, seed: int | None = None) -> int:
     """Probe the run's method cells; writes `replay["probe"]` on their events; returns how many were run.
     `history` (judge/reading/history.py): the files each cell created are taken out of its copy of the workspace,
-    so a cell that skips finished work (`if exists: continue`, make's up-to-date targets) does it again."""
+    so a cell that skips finished work (`if exists: continue`, make's up-to-date targets) does it again.
+    `seed`: the run's draw of broken values (a new one when None), recorded in each verdict for a re-run."""
+    seed = new_seed() if seed is None else seed
     done = 0
     for c, spec in candidates(cells, workspace, max_cells):
         replay = c.event.replay if isinstance(c.event.replay, dict) else {}
@@ -155,15 +170,17 @@ def probe_run(cells: list[Cell], workspace: Path, make_sandbox, started: float, 
         else:
             created = [] if history is None or not history.observable else sorted(
                 {x.path for x in history.changes if x.cell == c.index and x.op == "created"})
-            replay["probe"] = probe_cell(c, spec, workspace, make_sandbox, started, budget_s, created)
+            replay["probe"] = probe_cell(c, spec, workspace, make_sandbox, started, budget_s, created,
+                                         seed=seed)
             done += 1
         c.event.replay = replay
     return done
 
 
 def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbox, started: float,
-               budget_s: float, created: list[str] = ()) -> dict[str, Any]:
+               budget_s: float, created: list[str] = (), seed: int | None = None) -> dict[str, Any]:
     t0 = time.monotonic()
+    seed = new_seed() if seed is None else seed
     try:
         command = replayed(c.event)
     except NotReplayable as e:
@@ -187,7 +204,8 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
                     return None, []
                 guard = Path(files.host_dir)
                 (guard / "probe.py").write_text(RUNTIME.read_text())
-                (guard / "probe_spec.json").write_text(json.dumps({"kind": kind, "lines": only or spec, "stdin": heredocs}))
+                (guard / "probe_spec.json").write_text(json.dumps({"kind": kind, "lines": only or spec, "stdin": heredocs,
+                                                                     "seed": None if kind == "control" else seed}))
                 with open(guard / "sitecustomize.py", "a") as f:
                     f.write(LOADER)
                 left = budget_s - (time.monotonic() - started)
@@ -198,7 +216,8 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
                 reports.append({"reached": "a traced command names the probe's files"})
             return result, reports
 
-    out: dict[str, Any] = {"sites": spec, "fails_on": [], "passes_on": [], "crashed_on": [], "untested": []}
+    out: dict[str, Any] = {"sites": spec, "fails_on": [], "passes_on": [], "crashed_on": [], "untested": [],
+                           "seed": seed}
     try:
         control, reports = run("control")
         if control is None:
@@ -225,8 +244,13 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
             out["skipped"] = "no check ran in the unmutated replay"
             out["seconds"] = round(time.monotonic() - t0, 3)
             return out
+        other = sorted({f for r in reports for f in (r.get("other_formats") or ()) if isinstance(f, str)})[:20]
+        if other:  # written, never broken: what reads them says nothing
+            out["formats_not_broken"] = other
+        required = [k for k in REQUIRED["range_checks"] if k in kinds]
         for kind in [k for k in KINDS if k in kinds]:
-            if any(k in VALUE_KINDS for k in out["fails_on"]):
+            decided = out["fails_on"] + out["passes_on"] + out["crashed_on"] + out["untested"]
+            if any(k in VALUE_KINDS for k in out["fails_on"]) and all(k in decided for k in required):
                 # one value kind caught is enough: it gives the level (S3 is the highest level reached), and
                 # a shape check then only adds an item the code reading reports
                 out["untested"] += [k for k in KINDS if k in kinds and k not in out["fails_on"] + out["passes_on"]
@@ -265,6 +289,21 @@ def probe_cell(c: Cell, spec: dict[str, list[int]], workspace: Path, make_sandbo
     except Exception as e:  # noqa: BLE001 - a probe that cannot run is recorded, never fatal
         return {"not_probed": f"{type(e).__name__}: {e}"[:300], "seconds": round(time.monotonic() - t0, 3)}
     out["seconds"] = round(time.monotonic() - t0, 3)
+    return fitted(out)
+
+
+def fitted(out: dict[str, Any]) -> dict[str, Any]:
+    """A value check that caught some kinds and let a family a real value check catches through (REQUIRED)
+    is fitted to a form: what it caught moves to `fitted_on` (not credit); the kinds it let through stay in
+    `passes_on` (heuristic.checked voids a code-read value check on them)."""
+    missed = [k for k in REQUIRED["range_checks"] if k in out["passes_on"]]
+    caught = [k for k in out["fails_on"] if k in VALUE_KINDS]
+    if missed and caught:
+        out["fitted_on"] = caught
+        out["fails_on"] = [k for k in out["fails_on"] if k not in caught]
+        if not out["fails_on"]:
+            out.pop("where", None)
+        out["fitted"] = f"caught {', '.join(caught)} but not {', '.join(missed)}: a check fitted to a form"
     return out
 
 

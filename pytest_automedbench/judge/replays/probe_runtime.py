@@ -31,7 +31,7 @@ _KIND = "control"
 _LINES = {}
 _WS = ("/nonexistent",)  # the workspace, as the environment names it and its real path
 _STATE = {"applied": 0, "kinds": set(), "outcome": None, "where": "", "exit": None, "checks_after": 0,
-          "checks_run": 0, "reached": "", "own": False, "hits": {}}
+          "checks_run": 0, "reached": "", "own": False, "hits": {}, "other": set()}
 _WRITTEN = {}  # result files this process opened for writing (absolute path -> its suffix), broken at exit
 _TARGETS = {}  # file -> {line: ([target nodes], last line)}
 _CHECKS = {}  # file -> lines of checks: an assert, an `if` whose body raises or exits, an assert_* call
@@ -244,19 +244,93 @@ def _kinds(v):
     return set()
 
 
-def _broken(v, kind):
+# Each mutated run draws its broken values from families, with the seed the harness picked for the run
+# (`_SEED`, None when this file is imported for its file mutations: the fixed forms then). A check fitted to
+# one fixed form (every item NaN, a label `+ 7`, one spelling of a bad label) misses the drawn ones:
+#   nan     NaN at a random share (2-30%) of random places (a float result);
+#   labels  values outside any label set at a random share of random places (an integer result: a random
+#           offset above the largest or below zero; a string: a random word), and a random out-of-set label
+#           for a scalar;
+#   zeros   a degenerate result: all zeros, another case's result (the items rolled), or a permuted label map;
+#   shape   a random share (30-70%) of the items.
+_SEED = None
+_DRAWS = {}  # (kind, site) -> how many values were broken there: each draw differs from the last
+
+
+def _rng(where):
+    """A random.Random for one broken value, from the run's seed, the kind and where it is broken."""
+    import random
+
+    n = _DRAWS[(_KIND, where)] = _DRAWS.get((_KIND, where), 0) + 1
+    return random.Random(f"{_SEED}:{_KIND}:{where}:{n}")
+
+
+def _word(rng):
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return "".join(rng.choice(letters) for _ in range(rng.randint(4, 9)))
+
+
+def _places(rng, size, low=0.02, high=0.3):
+    """Random flat indices, at least one and never all (unless there is one)."""
+    k = max(1, min(size - 1 if size > 1 else 1, int(round(size * rng.uniform(low, high)))))
+    return rng.sample(range(size), k) if size <= 1 << 20 else [rng.randrange(size) for _ in range(k)]
+
+
+def _outside(rng, values):
+    """A label outside the ints `values` (above the largest, or below zero where negatives fit)."""
+    top = max(values) if values else 0
+    return int(top) + rng.randint(2, 40)
+
+
+def _drawn_numpy(v, kind, rng):
+    import numpy as np
+
+    if kind == "shape":
+        return v[: max(1, int(len(v) * rng.uniform(0.3, 0.7)))]
+    flat = np.array(v, copy=True).reshape(-1)
+    if kind == "nan":
+        flat[_places(rng, flat.size)] = np.nan
+    elif kind == "labels":
+        info = np.iinfo(flat.dtype) if flat.dtype.kind in "iu" else None
+        values = np.unique(flat[: 1 << 16]).tolist()
+        bad = _outside(rng, values)
+        if info is not None and bad > info.max:
+            bad = info.max if info.max not in values else (-1 if info.min < 0 else info.max)
+        flat[_places(rng, flat.size)] = bad
+    else:  # zeros: a degenerate result of one of three forms
+        form = rng.choice(("zeros", "other", "permuted") if flat.dtype.kind in "iu" else ("zeros", "other"))
+        if form == "other" and v.ndim >= 1 and len(v) >= 2:
+            return np.roll(v, rng.randint(1, len(v) - 1), axis=0)
+        values = np.unique(flat[: 1 << 16])
+        if form == "permuted" and len(values) >= 2:
+            shuffled = values[list(reversed(range(len(values))))] if len(values) == 2 else values[
+                rng.sample(range(len(values)), len(values))]
+            lookup = dict(zip(values.tolist(), shuffled.tolist()))
+            flat = np.array([lookup.get(x, x) for x in flat.tolist()], dtype=flat.dtype)
+        else:
+            flat[:] = 0
+    return flat.reshape(np.shape(v))
+
+
+def _broken(v, kind, where="value"):
     """`v` broken one way (a new value of the same sort), or the value itself when the kind does not apply."""
     if kind not in _kinds(v):
         return v
+    drawn = _SEED is not None
+    rng = _rng(where) if drawn else None
     mod = type(v).__module__.split(".")[0]
     if mod in ("numpy", "torch") and getattr(v, "ndim", None) is not None:
         if kind == "shape":
-            return v[: len(v) // 2]
+            return v[: max(1, int(len(v) * rng.uniform(0.3, 0.7)))] if drawn else v[: len(v) // 2]
         if v.ndim == 0 and mod == "numpy" and type(v).__name__ != "ndarray":  # a numpy scalar stays one
-            return type(v)(0) if kind == "zeros" else type(v)(v + 7)
+            if kind == "zeros":
+                return type(v)(0)
+            return type(v)(_outside(rng, [int(v)]) if drawn else v + 7)
         if mod == "numpy":
             import numpy as np
 
+            if drawn:
+                return _drawn_numpy(v, kind, rng)
             if kind == "zeros":
                 return np.zeros_like(v)
             if kind == "nan":
@@ -264,22 +338,38 @@ def _broken(v, kind):
             return v + 7
         import torch
 
+        if drawn:
+            return torch.as_tensor(_drawn_numpy(v.detach().cpu().numpy(), kind, rng)).to(v.device)
         if kind == "zeros":
             return torch.zeros_like(v)
         if kind == "nan":
             return torch.full_like(v, float("nan"))
         return v + 7
     if isinstance(v, int):
-        return 0 if kind == "zeros" else v + 7
+        if kind == "zeros":
+            return 0
+        return _outside(rng, [v]) if drawn else v + 7
     if isinstance(v, str):
-        return "" if kind == "zeros" else "zzz-not-a-label"
-    if isinstance(v, dict):
+        if kind == "zeros":
+            return ""
+        return _word(rng) if drawn else "zzz-not-a-label"
+    if isinstance(v, (dict, list, tuple)):
+        items = list(v.items()) if isinstance(v, dict) else list(enumerate(v))
         if kind == "shape":
-            return dict(list(v.items())[: len(v) // 2])
-        return {k: _broken(x, kind) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        out = list(v[: len(v) // 2]) if kind == "shape" else [_broken(x, kind) for x in v]
-        return type(v)(out) if isinstance(v, list) else tuple(out)
+            keep = max(1, int(len(items) * rng.uniform(0.3, 0.7))) if drawn else len(items) // 2
+            kept = items[:keep]
+        elif drawn and kind in ("nan", "labels"):  # some items, at random places
+            chosen = set(_places(rng, len(items), 0.1, 0.5))
+            kept = [(k, _broken(x, kind, f"{where}[{i}]") if i in chosen else x) for i, (k, x) in enumerate(items)]
+        elif drawn and len(items) >= 2 and rng.random() < 0.5:  # another case's result: the items rolled
+            shift = rng.randint(1, len(items) - 1)
+            kept = [(k, items[(i + shift) % len(items)][1]) for i, (k, _) in enumerate(items)]
+        else:
+            kept = [(k, _broken(x, kind, f"{where}[{i}]")) for i, (k, x) in enumerate(items)]
+        if isinstance(v, dict):
+            return dict(kept)
+        out = [x for _, x in kept]
+        return out if isinstance(v, list) else tuple(out)
     return v
 
 
@@ -307,7 +397,7 @@ def _break(frame, line):
                 except Exception:
                     pass
                 continue
-            new = _broken(value, _KIND)
+            new = _broken(value, _KIND, f"{_key(frame.f_code.co_filename)}:{line}:{ast.unparse(t)[:80]}")
             try:
                 if isinstance(t, ast.Name):
                     space[t.id] = new  # written back to the frame when the trace function returns
@@ -328,7 +418,13 @@ def _nifti(path, kind):
 
     img = nib.load(str(path))
     data = np.asarray(img.dataobj)
-    if kind == "zeros":
+    if _SEED is not None and kind in ("nan", "labels", "zeros", "shape"):
+        if kind == "nan":
+            data = data.astype(np.float32)
+        elif kind == "labels" and not np.issubdtype(data.dtype, np.integer):
+            return False
+        new = _drawn_numpy(data, kind, _rng(_file_key(path)))
+    elif kind == "zeros":
         new = np.zeros_like(data)
     elif kind == "nan":
         new = np.full(data.shape, np.nan, np.float32)
@@ -350,7 +446,9 @@ def _image(path, kind):
 
     with Image.open(path) as im:
         a = np.asarray(im)
-    if kind == "zeros":
+    if _SEED is not None and (kind in ("zeros", "shape") or (kind == "labels" and a.dtype == np.uint8)):
+        new = _drawn_numpy(a, kind, _rng(_file_key(path)))
+    elif kind == "zeros":
         new = np.zeros_like(a)
     elif kind == "shape":
         new = a[: max(1, a.shape[0] // 2)]
@@ -369,6 +467,12 @@ def _json(path, kind):
         key = sorted(data)[0]
         if kind == "missing":
             del data[key]
+        elif kind in ("nan", "labels") and _SEED is not None:  # random keys, a random bad label
+            rng = _rng(_file_key(path))
+            keys = sorted(data)
+            chosen = {keys[i] for i in _places(rng, len(keys), 0.1, 0.5)}
+            bad = None if kind == "nan" else _word(rng)
+            data = {k: bad if k in chosen else v for k, v in data.items()}
         else:
             data = {k: {"zeros": "", "nan": None, "labels": "zzz-not-a-label"}.get(kind, v) for k, v in data.items()}
             if kind not in ("zeros", "nan", "labels"):
@@ -392,6 +496,12 @@ def _csv(path, kind):
     head, body = rows[0], rows[1:]
     if kind == "missing":
         body = body[1:]
+    elif kind in ("nan", "labels") and _SEED is not None:  # random rows, a random bad label
+        rng = _rng(_file_key(path))
+        body = [r for r in body if r]
+        chosen = set(_places(rng, len(body), 0.1, 0.5))
+        bad = "nan" if kind == "nan" else _word(rng)
+        body = [[r[0]] + [bad] * (len(r) - 1) if i in chosen else r for i, r in enumerate(body)]
     elif kind in ("zeros", "nan", "labels"):
         fill = {"zeros": "0", "nan": "nan", "labels": "zzz-not-a-label"}[kind]
         body = [[r[0]] + [fill] * (len(r) - 1) for r in body if r]
@@ -405,7 +515,8 @@ def _csv(path, kind):
 FILE_KINDS = {".nii": "zeros nan shape labels", ".nii.gz": "zeros nan shape labels", ".png": "zeros shape labels",
               ".jpg": "zeros shape", ".jpeg": "zeros shape", ".tif": "zeros shape", ".tiff": "zeros shape",
               ".bmp": "zeros shape", ".json": "zeros nan labels shape", ".csv": "zeros nan labels shape",
-              ".tsv": "zeros nan labels shape", ".npy": "zeros nan shape labels"}
+              ".tsv": "zeros nan labels shape", ".npy": "zeros nan shape labels",
+              ".npz": "zeros nan shape labels"}
 
 
 def _suffix(path):
@@ -417,7 +528,10 @@ def _npy(path, kind):
     import numpy as np
 
     a = np.load(path, allow_pickle=False)
-    if kind == "zeros":
+    if _SEED is not None and ((kind == "nan" and a.dtype.kind == "f") or (kind == "labels" and a.dtype.kind in "iu")
+                              or kind == "zeros" or (kind == "shape" and a.ndim >= 1 and len(a) >= 2)):
+        new = _drawn_numpy(a, kind, _rng(_file_key(path)))
+    elif kind == "zeros":
         new = np.zeros_like(a)
     elif kind == "nan" and a.dtype.kind == "f":
         new = np.full_like(a, np.nan)
@@ -429,6 +543,31 @@ def _npy(path, kind):
         return False
     np.save(path, new)
     return True
+
+
+def _npz(path, kind):
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    changed = False
+    for name, a in arrays.items():
+        applies = (kind == "nan" and a.dtype.kind == "f") or (kind == "labels" and a.dtype.kind in "iu") or (
+            kind == "zeros" and a.dtype.kind in "iuf") or (kind == "shape" and a.ndim >= 1 and len(a) >= 2)
+        if applies:
+            arrays[name] = _drawn_numpy(a, kind, _rng(f"{_file_key(path)}:{name}")) if _SEED is not None else (
+                np.zeros_like(a) if kind == "zeros" else np.full_like(a, np.nan) if kind == "nan"
+                else a[: len(a) // 2] if kind == "shape" else a + 7)
+            changed = True
+    if changed:
+        with open(path, "wb") as f:  # np.savez would add ".npz" to a name without it
+            np.savez(f, **arrays)
+    return changed
+
+
+def _file_key(path):
+    """A file's name for the draw: its path under the workspace (the same in a re-run)."""
+    return "file:" + (_rel(os.path.abspath(path)) or os.path.basename(path))
 
 
 def mutate_file(path, kind, empty_other=False):
@@ -448,6 +587,8 @@ def mutate_file(path, kind, empty_other=False):
             return bool(_csv(path, table))
         if suffix == ".npy":
             return bool(_npy(path, kind))
+        if suffix == ".npz":
+            return bool(_npz(path, kind))
         if empty_other and kind == "zeros":
             with open(path, "wb"):
                 return True
@@ -548,6 +689,10 @@ def _audit(event, args):
         suffix = _suffix(full)
         if suffix and _rel(full) and "/.amb-probe/" not in full:
             _WRITTEN[full] = suffix
+        elif _rel(full) and "/.amb-probe/" not in full and "." in os.path.basename(full)[1:]:
+            other = os.path.basename(full).rsplit(".", 1)[1].lower()[:12]  # a format the probe cannot break
+            if other not in ("py", "pyc", "log", "txt", "md", "lock", "tmp") and len(_STATE["other"]) < 20:
+                _STATE["other"].add("." + other)
     if not _STATE["reached"] and (os.path.basename(norm) in ("probe.py", "probe_spec.json") or ".amb-probe" in norm):
         _STATE["reached"] = f"{event} {path[:200]}"
 
@@ -580,7 +725,7 @@ def _report():
         line = json.dumps({"pid": os.getpid(), "applied": _STATE["applied"], "kinds": sorted(_STATE["kinds"]),
                            "outcome": _STATE["outcome"], "where": _STATE["where"],
                            "checks_after": _STATE["checks_after"], "checks_run": _STATE["checks_run"],
-                           "reached": _STATE["reached"],
+                           "reached": _STATE["reached"], "other_formats": sorted(_STATE["other"]),
                            "hits": {k: max(v) for k, v in _STATE["hits"].items()}})
         with open(os.path.join(folder, "reports.jsonl"), "a") as f:
             f.write(line + "\n")
@@ -589,10 +734,11 @@ def _report():
 
 
 def _start():
-    global _KIND, _LINES, _WS
+    global _KIND, _LINES, _WS, _SEED
     with open(os.path.join(_HERE, "probe_spec.json")) as f:
         spec = json.load(f)
     _KIND = spec.get("kind", "control")
+    _SEED = spec.get("seed")
     _LINES = {k: frozenset(v) for k, v in spec.get("lines", {}).items()}
     _TEXTS["<stdin>"] = [t for t in spec.get("stdin", []) if isinstance(t, str)]
     named = (os.environ.get("AMB_WORKSPACE") or os.getcwd()).rstrip("/")
