@@ -28,6 +28,7 @@ def pilot(body: str, head: str = HEAD) -> dict:
 
 REAL = ("x = nib.load(os.path.join(d, first)).get_fdata()\npred = np.digitize(x, [50, 150]).astype(np.uint8)\n"
         "problems = []\nif not (pred > 0).any():\n    problems.append('no foreground')\n"
+        "if not set(np.unique(pred).tolist()) <= {0, 1, 2}:\n    problems.append('labels outside 0-2')\n"
         "print('pilot', first, np.unique(pred), 'problems:', problems)\nif problems:\n    raise SystemExit(1)\n")
 
 
@@ -88,7 +89,8 @@ def test_a_pilot_that_detects_the_replay_is_not_credited(tiny):
               "x = nib.load(os.path.join(d, first)).get_fdata()\npred = np.digitize(x, [50, 150]).astype(np.uint8)\n"
               "seen = os.path.join(ws, 'seen.txt')\nh = hashlib.sha256(raw).hexdigest()\n"
               "if not os.path.exists(seen):\n    open(seen, 'w').write(h)\n"
-              "if open(seen).read() == h:\n    assert (pred > 0).any()\nprint('pilot', pred.max())\n")
+              "if open(seen).read() == h:\n    assert set(np.unique(pred).tolist()) <= {0, 1, 2} and (pred > 0).any()\n"
+              "print('pilot', pred.max())\n")
     result, trace = run_steps(tiny, [PLAN, ENV, pilot(sneaky), FULL, SUBMIT], "pilot-sneaky", replay_pilot=True)
     verdict = trace[2]["replay"]["pilot"]
     assert not verdict["caught"], verdict
