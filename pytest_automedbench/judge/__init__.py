@@ -58,7 +58,8 @@ def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,
             "executed_bash": shell_summary(record)}
     halved = {stage: v.items["level"]["halved"] for stage, v in verdicts.items()
               if isinstance(v.items.get("level"), dict) and v.items["level"].get("halved")}
-    level = verdicts.get("S3").items.get("level") if verdicts.get("S3") is not None else None
+    s3 = verdicts.get("S3")
+    level = s3.items.get("level") if s3 is not None else None
     if isinstance(level, dict) and level.get("check"):  # what decided S3's level: a replay's verdict or the text
         info["s3_check"] = level["check"]
     if halved:  # a check credited by code reading alone where a replay could have observed it (issue 36.3)

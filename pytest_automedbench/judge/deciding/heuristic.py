@@ -585,6 +585,11 @@ def can_fail(c: Cell) -> bool:
                 and not r.get("stopped"))
 
 
+def pilot_verdict(pilot: Cell) -> dict[str, Any] | None:
+    """The pilot replay's verdict on the pilot's cell (judge/replays/pilot.py), if one ran."""
+    return pilot.event.replay.get("pilot") if isinstance(pilot.event.replay, dict) else None
+
+
 def pilot_replayed(pilot: Cell, check: Cell) -> str:
     """What the pilot replay (judge/replays/pilot.py) showed of the pilot's check in `check`, as evidence. It
     confirms, it does not deny: a check the code reading found is credited whether or not broken cases
@@ -592,7 +597,7 @@ def pilot_replayed(pilot: Cell, check: Cell) -> str:
     check (shape, label set, finite values) nothing to catch -- every demo reference's pilot check is such a
     check. What it cannot then tell (a check that cannot fail for a reason the code reading misses, one that
     skips itself on another case) is listed in docs/scoring.md and kept as strict xfail tests."""
-    r = (pilot.event.replay or {}).get("pilot") if isinstance(pilot.event.replay, dict) else None
+    r = pilot_verdict(pilot)
     if not isinstance(r, dict) or check.index not in (r.get("cells") or []):
         return ""
     if r.get("caught"):
@@ -619,7 +624,7 @@ def observed(check: Cell, pilot: Cell | None = None) -> bool:
     r = check.event.replay
     if isinstance(r, dict) and r.get("fails_on"):
         return True
-    replay = (pilot.event.replay or {}).get("pilot") if pilot is not None and isinstance(pilot.event.replay, dict) else None
+    replay = pilot_verdict(pilot) if pilot is not None else None
     return (isinstance(replay, dict) and check.index in (replay.get("cells") or []) and not replay.get("inconclusive")
             and bool(replay.get("caught") or replay.get("passed") or replay.get("crashed")))
 

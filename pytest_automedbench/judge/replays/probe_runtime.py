@@ -524,22 +524,26 @@ def _suffix(path):
     return next((s for s in sorted(FILE_KINDS, key=len, reverse=True) if name.endswith(s)), None)
 
 
+def _array_broken(a, kind, key, zeros_any_dtype=True):
+    """A result array broken one way (drawn from the run's seed, else the fixed form); None where the kind
+    does not apply to its dtype or shape. `zeros_any_dtype`: False leaves non-numeric arrays out of `zeros`."""
+    import numpy as np
+
+    applies = (kind == "nan" and a.dtype.kind == "f") or (kind == "labels" and a.dtype.kind in "iu") or (
+        kind == "zeros" and (zeros_any_dtype or a.dtype.kind in "iuf")) or (kind == "shape" and a.ndim >= 1 and len(a) >= 2)
+    if not applies:
+        return None
+    if _SEED is not None:
+        return _drawn_numpy(a, kind, _rng(key))
+    return (np.zeros_like(a) if kind == "zeros" else np.full_like(a, np.nan) if kind == "nan"
+            else a[: len(a) // 2] if kind == "shape" else a + 7)
+
+
 def _npy(path, kind):
     import numpy as np
 
-    a = np.load(path, allow_pickle=False)
-    if _SEED is not None and ((kind == "nan" and a.dtype.kind == "f") or (kind == "labels" and a.dtype.kind in "iu")
-                              or kind == "zeros" or (kind == "shape" and a.ndim >= 1 and len(a) >= 2)):
-        new = _drawn_numpy(a, kind, _rng(_file_key(path)))
-    elif kind == "zeros":
-        new = np.zeros_like(a)
-    elif kind == "nan" and a.dtype.kind == "f":
-        new = np.full_like(a, np.nan)
-    elif kind == "shape" and a.ndim >= 1 and len(a) >= 2:
-        new = a[: len(a) // 2]
-    elif kind == "labels" and a.dtype.kind in "iu":
-        new = a + 7
-    else:
+    new = _array_broken(np.load(path, allow_pickle=False), kind, _file_key(path))
+    if new is None:
         return False
     np.save(path, new)
     return True
@@ -552,12 +556,9 @@ def _npz(path, kind):
         arrays = {k: z[k] for k in z.files}
     changed = False
     for name, a in arrays.items():
-        applies = (kind == "nan" and a.dtype.kind == "f") or (kind == "labels" and a.dtype.kind in "iu") or (
-            kind == "zeros" and a.dtype.kind in "iuf") or (kind == "shape" and a.ndim >= 1 and len(a) >= 2)
-        if applies:
-            arrays[name] = _drawn_numpy(a, kind, _rng(f"{_file_key(path)}:{name}")) if _SEED is not None else (
-                np.zeros_like(a) if kind == "zeros" else np.full_like(a, np.nan) if kind == "nan"
-                else a[: len(a) // 2] if kind == "shape" else a + 7)
+        new = _array_broken(a, kind, f"{_file_key(path)}:{name}", zeros_any_dtype=False)
+        if new is not None:
+            arrays[name] = new
             changed = True
     if changed:
         with open(path, "wb") as f:  # np.savez would add ".npz" to a name without it
