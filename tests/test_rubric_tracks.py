@@ -192,11 +192,14 @@ def test_vqa_schema_is_the_public_datas_names_not_any_words(tmp_path):
 
 
 def test_vqa_lite_forgives_only_the_three_models(tmp_path):
-    plan = "We use the shipped kNN answerer because it runs offline on the CPU, and write all the answers.\n"
+    plan = "We use the shipped kNN answerer on questions.json because it runs offline on the CPU, and write all the answers.\n"
     v = vqa_s1(tmp_path, plan, tier="lite")
     met = {k for k, i in v.items.items() if i["met"]}
     assert met == {"plan_exists", "model_chosen", "three_models_researched"}, v.items
     assert v.score == pytest.approx(3 / 6)
+    # the same plan with no fact of this task (its data file) fits any task: the choice is not credited
+    v = vqa_s1(tmp_path / "generic", plan.replace(" on questions.json", ""), tier="lite")
+    assert not v.items["model_chosen"]["met"] and "fits any task" in v.items["model_chosen"]["evidence"]
 
 
 def test_a_vqa_run_is_never_denied_for_a_plan_png_it_is_not_scored_on(tmp_path):

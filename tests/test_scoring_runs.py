@@ -87,9 +87,13 @@ im = Image.new("RGB", (420, 160), "white")
 d = ImageDraw.Draw(im)
 for i in range(3):
     d.rectangle([20 + 140 * i, 50, 120 + 140 * i, 110], outline="black", fill=(200, 220, 255))
+    d.text((30 + 140 * i, 72), ["Inspect images", "Pilot threshold", "Segment cases"][i], fill="black")
     d.line([120 + 140 * i, 80, 160 + 140 * i, 80], fill="red", width=3)
 im.save(os.path.join(os.environ["AMB_WORKSPACE"], "plan.png"))
 """
+# The same boxes and arrows with no text (issue 36.5): a drawing, but of no pipeline.
+PLAN_PNG_UNLABELLED = PLAN_PNG.replace(
+    '    d.text((30 + 140 * i, 72), ["Inspect images", "Pilot threshold", "Segment cases"][i], fill="black")\n', "")
 
 
 def code(text):
@@ -102,6 +106,7 @@ def code(text):
     ("plan_two_models", [code(PLAN_MD.replace(", SegResNet", "")), code(PLAN_PNG)], {"three_models_researched"}),
     ("plan_blank_png", [code(PLAN_MD), code(PLAN_PNG.replace("for i in range(3)", "for i in range(0)"))],
      {"plan_png_is_diagram"}),
+    ("plan_unlabelled_png", [code(PLAN_MD), code(PLAN_PNG_UNLABELLED)], {"plan_png_is_diagram"}),
 ])
 def test_plan_step_files_move_their_s1_items(tiny, name, steps, unmet):
     r, trace = run_steps(tiny, steps + [SUBMIT], name, tier="standard")

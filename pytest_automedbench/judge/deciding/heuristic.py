@@ -18,7 +18,8 @@ from typing import Any
 from ...util import safefs
 from ...record.trace import RunRecord
 from ..reading import (VALUE_KINDS, Cell, History, ModelFiles, Reads, attribute_stages, find_file, find_pilot, first,
-                       full_run, need, patterns as P, probe_of, ran_once, read_run, reached, third_party, vqa_files)
+                       full_run, need, patterns as P, probe_of, ran_once, read_run, reached, task_facts, third_party,
+                       vqa_files)
 from ..rubric import Rubric, load_rubric, rubric_for
 from . import report, tracks
 
@@ -271,8 +272,37 @@ def vqa_plan_items(v: StageVerdict, text: str | None, note: str, prose: list[str
         f"in: {smoke.strip()[:120]}" if smoke else "no sentence plans a smoke test or pilot on a few questions"))
 
 
+# A plan earns its content items by naming at least this many facts of its task (issue 36.5).
+MIN_TASK_FACTS = 1
+PLAN_CONTENT_ITEMS = ("clear_pipeline", "model_chosen", "three_models_researched", "answer_normalization",
+                      "smoke_path")
+MIN_DIAGRAM_LABELS = 3  # plan.png's drawing labels at least this many of the plan's steps
+
+
+def plan_on_task(v: StageVerdict, text: str | None, facts: list[task_facts.Fact]) -> None:
+    """A plan that names no fact of its task (its data's count, sizes, files, labels, modality or its model)
+    would fit any task: its content items are unmet. No facts known (no public data, no brief): no gate."""
+    if not facts or not text:
+        return
+    named = task_facts.named_facts(facts, text)
+    said = ", ".join(f"{f.name} ({f.kind})" for f in named[:6])
+    if len(named) < MIN_TASK_FACTS:  # the harness's facts: no judge model grants what they refuse (llm.cap_by_facts)
+        v.denied.append("plan.md names no fact of this task (its data, labels, modality or model): it fits any task")
+    for name in PLAN_CONTENT_ITEMS:
+        item = v.items.get(name)
+        if item is None:
+            continue
+        if len(named) >= MIN_TASK_FACTS:
+            if name == "clear_pipeline":
+                item["evidence"] = f"{item['evidence']}; names facts of this task: {said}"
+        elif item["met"]:
+            v.item(name, False, f"{item['evidence']}, but the plan names no fact of this task (its data's count, "
+                                f"sizes, files, labels, modality or its model): a plan that fits any task")
+
+
 def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: str | None = None,
-             rubric: Rubric | None = None, public: Path | None = None) -> StageVerdict:
+             rubric: Rubric | None = None, public: Path | None = None, cells: list[Cell] | None = None,
+             n_cases: int = 0) -> StageVerdict:
     rubric = rubric or load_rubric()
     v = StageVerdict(0.0)
     plan = workspace / "plan.md"
@@ -297,8 +327,9 @@ def judge_s1(workspace: Path, tier: str, history: History | None = None, brief: 
            note or f"{len(models)} distinct models named in sentences: {', '.join(models) or 'none'}")
     if "dataset_schema" in rubric.items("S1"):
         vqa_plan_items(v, text, note, prose, public)
+    plan_on_task(v, text, task_facts.task_facts(public, brief, n_cases))
     if "plan_png_exists" in rubric.items("S1"):  # a track without plan.png items (VQA) is not denied for it
-        judge_plan_png(v, workspace, history)
+        judge_plan_png(v, workspace, history, cells, text)
     keep_rubric_items(v, rubric, "S1")
     apply_tier_and_reach(v, "S1", tier, plan.is_file(), rubric)
     return v
@@ -324,8 +355,30 @@ def own_plan(workspace: Path, history: History | None, brief: str | None,
     return text, note
 
 
-def judge_plan_png(v: StageVerdict, workspace: Path, history: History | None) -> None:
-    """plan_png_exists and plan_png_is_diagram: written before the first output, a drawn diagram, not a public file."""
+def diagram_of_plan(workspace: Path, history: History | None, cells: list[Cell] | None,
+                    plan: str | None) -> tuple[bool | None, str]:
+    """Whether plan.png shows the plan's steps, read from the code of the cell that drew it (the harness's
+    snapshots name the cell): its labels must name MIN_DIAGRAM_LABELS of the plan's steps. None: no such
+    reading (no snapshots, no cell of record drew it, no plan)."""
+    change = history.final.get("plan.png") if history is not None and history.observable else None
+    cell = next((c for c in cells or [] if change is not None and c.index == change.cell), None)
+    if cell is None or not plan:
+        return None, ""
+    code = "\n".join([cell.event.code or ""] + [src for c in cells or [] for name, src in c.facts.scripts.items()
+                                                if name in cell.facts.runs])
+    labels = task_facts.drawing_labels(code, cell.event.language or "python", workspace)
+    on_plan = task_facts.labels_on_plan(labels, plan)
+    shown = "; ".join(x.replace("\n", " ")[:30] for x in on_plan[:5])
+    if len(on_plan) >= MIN_DIAGRAM_LABELS:
+        return True, f"cell {cell.index} drew it, labelled with the plan's steps ({shown})"
+    return False, (f"cell {cell.index} drew it, with {len(on_plan)} label(s) naming the plan's steps"
+                   f"{' (' + shown + ')' if shown else ''}: {MIN_DIAGRAM_LABELS} needed, this pipeline's steps")
+
+
+def judge_plan_png(v: StageVerdict, workspace: Path, history: History | None, cells: list[Cell] | None = None,
+                   plan: str | None = None) -> None:
+    """plan_png_exists and plan_png_is_diagram: written before the first output, a drawn diagram of the plan's
+    steps (by the code that drew it, where the harness saw which cell did), not a public file."""
     png = workspace / "plan.png"
     exists = png.is_file() and png.stat().st_size > 0
     on_time, late = plan_timing(history, "plan.png") if exists else (True, "")
@@ -339,6 +392,12 @@ def judge_plan_png(v: StageVerdict, workspace: Path, history: History | None) ->
     if ok and copy is not None and history.public_copy(copy):
         ok, why = False, f"plan.png is a byte copy of the public file {history.public_copy(copy)}"
         v.denied.append(why)
+    if ok:
+        shows, how = diagram_of_plan(workspace, history, cells, plan)
+        if shows is not None:
+            ok, why = shows, f"{why}; {how}"
+            if not shows:
+                v.denied.append(f"plan.png: {how}")
     v.item("plan_png_is_diagram", ok, why)
 
 
@@ -752,7 +811,7 @@ def judge(record: RunRecord, workspace: Path, tier: str, n_cases: int, public: P
     history = history or History(record, public)
     rubric = rubric_for(track)
     shared = load_rubric() if rubric.replaced("S1") else rubric  # a track of its own questions reads the shared first
-    verdicts = {"S1": judge_s1(workspace, tier, history, brief, shared, public),
+    verdicts = {"S1": judge_s1(workspace, tier, history, brief, shared, public, cells, n_cases),
                 "S2": judge_s2(record, cells, [workspace, public], history, inference_only, n_cases, shared),
                 "S3": judge_s3(record, cells, n_cases, history, shared, workspace)}
     if shared is not rubric:

@@ -8,6 +8,7 @@
     stages.py                labels every tool call S1..S5
     patterns.py              what the judges look for in text (the plan, error output)
     vqa_files.py             VQA's S2 / S3 artefacts (smoke forward, post-processor, calibration) as files
+    task_facts.py            the facts of a task a plan can name (data, labels, model) and a diagram's labels
 
 This part reads; it never runs anything and never decides a score. The replays (judge/replays) and the
 deciding part (judge/deciding) import it only through the names below: the one interface between the parts.
@@ -15,7 +16,7 @@ The facts the replays add travel on the trace events (`TraceEvent.replay`), read
 """
 from __future__ import annotations
 
-from . import patterns, vocabulary, vqa_files
+from . import patterns, task_facts, vocabulary, vqa_files
 from .code import CodeFacts, read_cell
 from .evidence import (Cell, cases_after, find_file, find_pilot, first, full_run, need, probe_of, ran_once, read_run,
                        third_party)
@@ -28,5 +29,6 @@ from .vocabulary import KINDS, VALUE_KINDS
 __all__ = ["KINDS", "NOT_PARAMETERS", "OUTPUTS", "VALUE_KINDS", "Cell", "CodeFacts", "History", "Module",
            "ModelFiles", "Ran", "Reads", "ShellRan", "attribute_stages", "cases_after", "executed_summary",
            "find_file", "find_pilot", "first", "full_run", "modules_of", "need", "patterns", "probe_of", "ran_of",
-           "ran_once", "read_cell", "read_run", "reached", "shell_summary", "tampered", "third_party", "vocabulary",
+           "ran_once", "read_cell", "read_run", "reached", "shell_summary", "tampered", "task_facts", "third_party",
+           "vocabulary",
            "vqa_files"]
