@@ -2,7 +2,8 @@
 # The red team's unprivileged leg: the harness started by an ordinary user (not root), so the local
 # sandbox isolates with bubblewrap's user namespace (--unshare-user --disable-userns), the seccomp
 # filter and no capabilities; with the sandbox's low points (tests/test_sandbox_edges.py: pid 1 not
-# traceable, no AF_VSOCK, no host path in /proc/1/cmdline). Run as root on a CI machine (it drops to
+# traceable, no AF_VSOCK, no host path in /proc/1/cmdline) and the tracer's class test (tests/test_tracer.py: a
+# cell reaching its tracer's state gains nothing). Run as root on a CI machine (it drops to
 # USER_ID, default nobody):
 #   bash scripts/redteam_unprivileged.sh            a subset: every privilege case and a few classics
 #   AMB_RT_CASES='*' bash scripts/redteam_unprivileged.sh     every case
@@ -43,7 +44,7 @@ exec setpriv --reuid="$uid" --regid="$uid" --clear-groups \
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$work/home" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 \
       PYTHONPATH="$checkout" AMB_RT_CASES="$AMB_RT_CASES" \
   "$PY" -m pytest -p no:cacheprovider "$checkout/tests/test_redteam.py" "$checkout/tests/test_sandbox_edges.py" \
-      -k "local or sandbox_edges" -q \
+      "$checkout/tests/test_tracer.py" -k "local or sandbox_edges or reaches_the_tracer" -q \
       --basetemp="$work/home/pytest"
 INNER
 echo "redteam_unprivileged: done in $(( $(date +%s) - started )) s as uid $USER_ID"

@@ -202,6 +202,40 @@ def test_modules_of_reads_only_verified_traces_with_source():
     assert modules_of(None) == () and modules_of({"status": "complete", "modules": "junk"}) == ()
 
 
+def test_a_module_source_counts_only_where_the_harness_saw_those_bytes():
+    """The tracer's module source is made inside the agent's process (issue 36.1): a source forged into its
+    state, for a file the workspace never held with those bytes, is read as if untraced."""
+    import hashlib
+    import json
+
+    from pytest_automedbench.judge.reading.evidence import read_run
+    from pytest_automedbench.record.trace import RunRecord, TraceEvent
+
+    traced = run_traced(CHECKS, "checks.py", "check_seg(np.zeros((4, 4), 'uint8'))")
+    sha = hashlib.sha256(CHECKS.encode()).hexdigest()
+    entry = {"path": "checks.py", "source": CHECKS, "sha256": sha, "process": "cell", "main": False,
+             "lines": sorted(traced.lines), "arcs": sorted(map(list, traced.arcs)), "exits": sorted(traced.exits),
+             "calls": sorted(map(list, traced.calls))}
+    cell_ran = {"status": "complete", "lines": list(range(1, 8)), "arcs": [[i, i + 1] for i in range(1, 7)],
+                "exits": [7], "calls": [["<module>", 1, 0]], "modules": [entry]}
+
+    def record(snapshot_sha):
+        r = RunRecord()
+        files = [] if snapshot_sha is None else [{"path": "checks.py", "op": "created", "sha256": snapshot_sha, "size": 1}]
+        r.trace.append(TraceEvent(0, 1, "execute_code", 0.0, language="python", code=CELL, exit_code=0,
+                                  executed=json.loads(json.dumps(cell_ran)), files=[], files_between=files))
+        return r
+
+    seen, = read_run(record(sha))
+    assert seen.facts.range_checks == [6], seen.facts
+    for forged in ("0" * 64, None):  # other bytes at that path, or a file the workspace never held
+        cell, = read_run(record(forged))
+        assert not cell.facts.range_checks and not cell.facts.shape_checks, (forged, cell.facts)
+    untracked = record(sha)
+    untracked.trace[0].files = untracked.trace[0].files_between = None  # no snapshots: nothing to compare with
+    assert read_run(untracked)[0].facts.range_checks == [6]
+
+
 def test_a_child_script_run_on_one_case_is_a_pilot(one_case_data):
     from pytest_automedbench.judge.reading.code import _one_case
 

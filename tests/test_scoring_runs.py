@@ -75,7 +75,7 @@ def test_amb_judge_option_reaches_the_judge(tiny_suite, pytester):
 PLAN_MD = """import os
 open(os.path.join(os.environ["AMB_WORKSPACE"], "plan.md"), "w").write('''# Plan
 We use a threshold model because the intensities separate the labels; alternatives considered: UNet, SegResNet.
-1. Inspect the images (shape, spacing, dtype).
+1. Inspect the 3 images (8x8x8 voxels: shape, spacing, dtype).
 2. Pilot the threshold on a single case and check the label set.
 3. Segment every case and write one label volume per case.
 4. Check the outputs are complete, then submit.

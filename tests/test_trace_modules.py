@@ -148,7 +148,9 @@ def test_a_package_in_the_user_site_imported_before_tracing_cannot_reach_the_tra
     (pkg / "__init__.py").write_text("import gc\nN = len(gc.get_objects())\n")
     r, = run_cells(workspace, [("import fastlib\nprint(fastlib.N > 0)\n", "python")])
     assert r.stdout == "True\n", r.stderr
-    assert r.executed["status"] == "tampered" and "gc.get_objects" in r.executed["reason"], r.executed
+    # its text is read as it is compiled (the import's `compile` event), and its call is an audit event
+    assert r.executed["status"] == "tampered" and ("gc.get_objects" in r.executed["reason"]
+                                                   or "compiled at run time" in r.executed["reason"]), r.executed
 
 
 def test_code_compiled_under_a_module_name_in_a_fresh_namespace_earns_nothing(workspace):

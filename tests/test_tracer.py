@@ -99,7 +99,7 @@ def load():
 try:
     load()
 except ValueError as e:
-    f = e.__traceback__.tb_next.tb_frame
+    f = getattr(e.__traceback__.tb_next, "tb_" + "frame")  # the word would void the trace before this layer
     t = getattr(sys, "get" + "trace")()
     step = t(f, "call", None)
     step(f, "line", None)
@@ -306,36 +306,140 @@ def test_the_capability_report_reads_executed_lines():
     assert not tampered.facts.imports
 
 
-# The known in-process route to the tracer (issue 36.1): a SIGALRM handler firing every 0.3 ms is handed the
-# frame that is running when the signal lands -- often one of the tracer's own functions -- and edits the sets
-# its default arguments hold: here it adds line 20 (an assert that never ran) to the fresh lines. Left open:
-# memory inside the agent's process stays within its reach (docs/scoring.md), so the fix is a judge rule
-# (tracer-only facts corroborate, never grant) or facts collected out of process; until then a strict xfail.
-SIGALRM_FORGERY = """import signal
-hit = []
-def handler(sig, frame):
-    f = frame
+# Routes into the tracer's state from the cell's own process (issue 36.1). Code that runs *inside* the tracer (a
+# signal handler, a gc callback, a finalizer) is handed or can take the tracer's frame, and a thread can read the
+# main thread's; from a frame, its variables -- here the tracer's sets of lines that ran, to which each route adds
+# line 3, an assert that never ran. The forger's core (FORGE) walks frames from `f`; the routes get `f` in
+# different ways and hide the words in different ways. Each must leave the cell `tampered` (no facts at all) or
+# its forged line out: the words are read in the cell's text, in its workspace modules' text, in bash cells'
+# text, and in every text compiled at run time in the process (exec of encoded or joined text).
+FORGE = """
+def forge(f):
     while f is not None:
         loc = f.f_locals
-        if 'FRESH' in loc and 'RAN' in loc and 20 not in loc['RAN']:
-            loc['RAN'].add(20)
-            loc['FRESH']['l'].append(20)
+        if 'FRESH' in loc and 'RAN' in loc and 3 not in loc['RAN']:
+            loc['RAN'].add(3)
+            loc['FRESH']['l'].append(3)
             hit.append(1)
         f = f.f_back
+"""
+SIGNAL_CORE = FORGE + """
+def handler(sig, frame):
+    forge(frame)
 signal.signal(signal.SIGALRM, handler)
 signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)
-n = 0
+"""
+LOOP = """n = 0
 while not hit and n < 2000000:
     n += 1
 signal.setitimer(signal.ITIMER_REAL, 0)
 print('reached the tracer', bool(hit))
+"""
+DEAD = """n = 0
 if n < 0:
     assert n > 10 ** 9
 """
+DEAD_LINE = 3  # the assert that never runs, which every route's forgery adds to the lines that ran
 
 
-@pytest.mark.xfail(strict=True, reason="issue 36.1 open: a signal handler reaches the in-process tracer's state")
-def test_a_cell_that_reaches_the_tracer_from_a_signal_handler_gains_nothing(folders, isolation):
-    r, = run_cells(folders, [(SIGALRM_FORGERY, "python")])
+def _padded(code: str) -> str:
+    """The route's cell: the never-run assert first (line DEAD_LINE), then the route."""
+    return DEAD + code
+
+
+def _encoded(text: str) -> str:
+    """`text` reversed: none of its words shows in the cell (the guard blocks base64 and hex as path tricks)."""
+    return repr(text[::-1])
+
+
+ROUTES = {
+    "signal handler walks frames": "import signal\nhit = []\n" + SIGNAL_CORE + LOOP,
+    "gc callback takes its frame": "import gc, signal, sys\nhit = []\n" + FORGE + """
+gc.callbacks.append(lambda phase, info: forge(sys._getframe()))
+gc.set_threshold(1)
+signal.setitimer(signal.ITIMER_REAL, 0)
+""" + LOOP.replace("n += 1", "n += 1; [[]]"),
+    "finalizer takes its frame": "import inspect, signal\nhit = []\n" + FORGE + """
+class Bait:
+    def __del__(self):
+        for info in inspect.getouterframes(inspect.currentframe(), 0):
+            forge(info.frame)
+signal.setitimer(signal.ITIMER_REAL, 0)
+""" + LOOP.replace("n += 1", "n += 1; b = Bait(); b.me = b; b = None").replace("2000000", "20000"),
+    "thread reads the main thread's frames": "import signal, sys, threading\nhit = []\n" + FORGE + """
+main = threading.get_ident()
+def spy():
+    while not hit:
+        forge(sys._current_frames().get(main))
+threading.Thread(target=spy, daemon=True).start()
+signal.setitimer(signal.ITIMER_REAL, 0)
+""" + LOOP,
+    "inspect's helpers on a handler's frame": """import inspect, signal, traceback
+hit = []
+def handler(sig, frame):
+    for f, _ in traceback.walk_stack(frame):
+        loc = inspect.getargvalues(f).locals
+        if 'FRESH' in loc and 'RAN' in loc and 3 not in loc['RAN']:
+            loc['RAN'].add(3); loc['FRESH']['l'].append(3); hit.append(1)
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)
+""" + LOOP,
+    "ctypes' C API": """import ctypes, signal
+hit = []
+frame = ctypes.pythonapi.PyEval_GetFrame
+frame.restype = ctypes.py_object
+signal.setitimer(signal.ITIMER_REAL, 0)
+""" + LOOP,
+    "encoded text run by exec": "import signal\nhit = []\nexec(%s[::-1])\n" % _encoded(SIGNAL_CORE)
+                                + LOOP,
+    "text joined at run time": "import signal\nhit = []\nexec(''.join(%r))\n" % [SIGNAL_CORE[i:i + 3] for i in
+                                                                                  range(0, len(SIGNAL_CORE), 3)]
+                               + LOOP,
+    "compiled under a library file's name": "import os, signal\nhit = []\n"
+                                            "exec(compile(%s[::-1], os.__file__, 'exec'))\n"
+                                            % _encoded(SIGNAL_CORE) + LOOP,
+    "a workspace module the cell writes": "import signal, sys\nhit = []\nsys.path.insert(0, '.')\n"
+                                          "open('forger.py', 'w').write(%s[::-1])\n"
+                                          "import forger\nhit = forger.hit\n"
+                                          % _encoded("import signal\nhit = []\n" + SIGNAL_CORE) + LOOP,
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_cell_that_reaches_the_tracer_gains_nothing(folders, isolation, route):
+    r, = run_cells(folders, [(_padded(ROUTES[route]), "python")])
+    if r.blocked:  # the guard refused it before it ran (ctypes' frame calls): nothing to gain either
+        return
     assert r.exit_code == 0, r.stderr
-    assert r.executed["status"] == "tampered" or 20 not in r.executed["lines"], (r.stdout, r.executed["status"])
+    assert r.executed["status"] == "tampered" or DEAD_LINE not in r.executed.get("lines", ()), (r.stdout, r.executed)
+
+
+def test_a_bash_cell_whose_python_child_reaches_the_tracer_gains_nothing(folders, isolation):
+    """The words in a bash cell's text (a heredoc's script, python3 -c) void the cell's trace and its children's."""
+    script = _padded("import signal\nhit = []\n" + SIGNAL_CORE + LOOP)
+    r, = run_cells(folders, [("cat > forger.py <<'EOF'\n" + script + "EOF\npython3 forger.py\n", "bash")])
+    assert r.executed["status"] == "tampered", r.executed
+
+
+# What the words cannot see: attribute names computed at run time in code whose text names nothing (getattr with
+# a joined name). The judge bounds it: a forged "ran" restores at most the cell's text reading, and S3's credit
+# rests on the result probe's replays, whose verdict is the replayed process's behaviour (docs/scoring.md).
+COMPUTED_NAMES = """import signal
+hit = []
+def handler(sig, frame, a=''.join(['f_', 'loc', 'als']), b=''.join(['f_', 'ba', 'ck'])):
+    f = frame
+    while f is not None:
+        loc = getattr(f, a)
+        if 'FRESH' in loc and 'RAN' in loc and 3 not in loc['RAN']:
+            loc['RAN'].add(3); loc['FRESH']['l'].append(3); hit.append(1)
+        f = getattr(f, b)
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)
+""" + LOOP
+
+
+@pytest.mark.xfail(strict=True, reason="issue 36.1: attribute names computed at run time reach the tracer's frame")
+def test_computed_attribute_names_reach_the_tracer(folders, isolation):
+    r, = run_cells(folders, [(_padded(COMPUTED_NAMES), "python")])
+    assert r.exit_code == 0, r.stderr
+    assert r.executed["status"] == "tampered" or DEAD_LINE not in r.executed["lines"], (r.stdout, r.executed["status"])

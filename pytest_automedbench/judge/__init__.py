@@ -19,7 +19,7 @@ from .reading import History, executed_summary, shell_summary
 HEURISTIC = "heuristic"
 # Bumped whenever a verdict could change for the same run: result.json's judge block and the
 # configuration hash carry it, so old and new verdicts are never mixed silently (--amb-resume, rescore).
-JUDGE_VERSION = 14  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
+JUDGE_VERSION = 15  # 2: harness-side provenance (snapshots) behind S1 timing, S2 weights, S3 pilot, S4 copies;
 # 3: python cells read on the lines that ran (the harness's tracer), nothing of a cell that tampered with it;
 # 4: bash cells read on the commands that ran (their xtrace, sandbox/xtrace.py); checksums are no method;
 #    S2 weights by the files a cell opened (tracer) and any-format perturbation (replay_weights.py);
@@ -41,6 +41,8 @@ JUDGE_VERSION = 14  # 2: harness-side provenance (snapshots) behind S1 timing, S
 #     observed it (snapshots, replays within budget); result.json's judge.halved says which and why
 # 14: S1's content items need the plan to name a fact of its task (reading/task_facts.py: its data, labels,
 #     modality or model; a plan that fits any task earns none), plan.png's drawing code to label the plan's steps
+# 15: a workspace module's source from the tracer counts only where the harness's snapshots saw those bytes at
+#     that path (reading/executed.py snapshot_hashes): the tracer's report never grants credit alone
 
 
 def judge_run(record, workspace: Path, track: str, tier: str, n_cases: int,

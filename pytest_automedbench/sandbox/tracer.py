@@ -44,7 +44,9 @@ says the cell ended (`end`). Everything else is a status, never an exception:
                  file name or a workspace file's (or a workspace file's code other than its text:
                  a .pyc the agent wrote, a file rewritten and not reloaded), has a workspace module
                  whose text names the tracer's words, or names sys.audit / addaudithook in its text (a forged `open` event; one
-                 hidden from the text reaches the weights replay, which denies it): no facts at all
+                 hidden from the text reaches the weights replay, which denies it), names a way into another frame or
+                 the process's memory (f_locals, f_back, sys._current_frames, ...: TAMPER_WORDS), or compiles text at
+                 run time that does (the audit hook's `compile` event; a library file's own bytes aside): no facts at all
     not_traced   no record came (the interpreter did not load the guard): read as text
 
 The tracer is in the cell's process. What keeps a cell from sealing records of its own: the key
@@ -79,10 +81,19 @@ SOURCE_CAP = 256 << 10  # a module's source travels with its facts up to this si
 SOURCE_BUDGET = 4 << 20  # bytes of module sources one process sends in all
 READ_MAX = 8 << 20  # a workspace file larger than this is not followed (reading and compiling it is the cost)
 ENV_FD, ENV_KEY, ENV_CELL = "AMB_TRACE_FD", "AMB_TRACE_KEYFD", "AMB_TRACE_CELL"
-# Words in a cell's text that reach for the tracer or its channel: the cell's trace earns nothing.
+# Words in a cell's text that reach for the tracer or its channel: the cell's trace earns nothing. Besides the
+# tracer's own hooks, the ways into another frame's variables (a signal handler, a gc callback or a finalizer
+# runs inside the tracer and is handed, or can take, the tracer's frame; a thread reads every thread's frame)
+# and into the process's memory (ctypes' C API, /proc/<pid>/mem, process_vm_*): honest cells have no use for
+# them. What these words cannot see, attribute names computed at run time, is bounded by the judge
+# (docs/scoring.md "What the tracer's facts may do").
 TAMPER_WORDS = re.compile(r"\b(?:settrace|setprofile|gettrace|getprofile|f_trace(?:_lines|_opcodes)?|__closure__"
                           r"|cell_contents|get_referents|get_referrers|get_objects|BASH_XTRACEFD|AMB_TRACE_\w+"
-                          r"|PS4|addaudithook|sys\.audit)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/")
+                          r"|PS4|addaudithook|sys\.audit"
+                          r"|f_locals|f_back|f_globals|f_builtins|tb_frame|gi_frame|cr_frame|ag_frame|_current_frames"
+                          r"|getargvalues|getouterframes|getinnerframes|walk_stack|__defaults__|__kwdefaults__"
+                          r"|pythonapi|process_vm_\w+)\b|set\s+\+x\b|set\s+\+o\s+xtrace|/proc/self/fd|/dev/fd/"
+                          r"|/proc/(?:self|thread-self|\d+)/mem\b")
 
 # Runs the cell file as __main__ would run stdin: its own frames show the file's lines, a failure
 # prints the traceback without this bootstrap's frame.

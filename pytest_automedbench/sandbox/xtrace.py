@@ -52,7 +52,7 @@ from typing import Any
 
 from .childtrace import ChildChannel
 from .pipedrain import PipeDrain
-from .tracer import cell_file, source_fd
+from .tracer import TAMPER_WORDS, cell_file, source_fd
 
 TRACE_CAP = 8 << 20  # bytes of xtrace kept per cell; beyond it the cell's trace is `incomplete`
 FACTS_CAP = 20000  # lines / commands kept in the stored facts
@@ -211,11 +211,12 @@ def _tampered(why: str) -> dict[str, Any]:
 
 
 def code_tampers(code: str) -> str | None:
-    """The first word in the cell's code (comments aside) that reaches for its trace, or None."""
+    """The first word in the cell's code (comments aside) that reaches for its trace, or for the tracer of
+    a python child it starts (`python3 -c`, a heredoc's script: tracer.TAMPER_WORDS), or None."""
     for line in code.splitlines():
         if line.lstrip().startswith("#"):
             continue
-        m = TAMPER.search(line)
+        m = TAMPER.search(line) or TAMPER_WORDS.search(line)
         if m:
             return m.group(0)
     return None

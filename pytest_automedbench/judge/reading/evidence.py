@@ -21,7 +21,7 @@ from pathlib import Path
 from ...util import safefs
 from ...record.trace import RunRecord, TraceEvent
 from .code import CodeFacts, read_cell
-from .executed import modules_of, ran_of, tampered
+from .executed import modules_of, ran_of, snapshot_hashes, tampered
 
 STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -68,13 +68,16 @@ class Cell:
 def read_run(record: RunRecord) -> list[Cell]:
     """The run's code cells in order; a script an earlier cell wrote is read where a later one runs it."""
     cells, scripts, before, written = [], {}, 0, set()
-    for e in record.code_cells():
+    events = record.code_cells()
+    for n, e in enumerate(events):
         if tampered(e.executed):  # it disabled, closed or forged its tracer: nothing it did counts
             facts = CodeFacts(lines=(e.code or "").splitlines())
         else:
             ran = ran_of(e.executed, e.language or "python")
             written |= {Path(p).name for root, p, kind in opened_files(e.executed) if root == "workspace" and kind == "w"}
-            facts = read_cell(e.code, e.language, scripts, ran=ran, modules=modules_of(e.executed),
+            traced = isinstance(e.executed, dict) and e.executed.get("modules")
+            modules = modules_of(e.executed, snapshot_hashes(events[:n + 1]) if traced else None)  # bytes the harness saw
+            facts = read_cell(e.code, e.language, scripts, ran=ran, modules=modules,
                               written=frozenset(written))
         scripts.update(facts.scripts)
         now = cases_after(e)

@@ -63,6 +63,7 @@ class Module:
     ran: Ran
     child: bool = False
     main: bool = False
+    sha256: str = ""
 
     @property
     def dotted(self) -> str:
@@ -72,19 +73,41 @@ class Module:
         return stem.replace("/", ".")
 
 
-def modules_of(executed: dict[str, Any] | None) -> tuple[Module, ...]:
+def modules_of(executed: dict[str, Any] | None, seen: dict[str, set[str | None]] | None = None) -> tuple[Module, ...]:
     """The traced modules of a cell whose trace verified (none for an untraced or tampered cell, or an
-    entry without its source: over the tracer's size cap, it is read as if it were not traced)."""
+    entry without its source: over the tracer's size cap, it is read as if it were not traced).
+
+    `seen`: path -> the sha256s the harness's snapshots recorded for it up to the end of this cell (None: the
+    run has no snapshots). A module's source is the tracer's report, made inside the agent's process, so it
+    counts only where the harness saw those bytes in the workspace from outside: a source the snapshots
+    never held (forged into the tracer's state, or a file made and removed within one cell) is read as if
+    the module were not traced."""
     if not isinstance(executed, dict) or executed.get("status") not in TRACED:
         return ()
     out = []
     for m in executed.get("modules") or ():
         if not isinstance(m, dict) or not isinstance(m.get("path"), str) or not isinstance(m.get("source"), str):
             continue
+        sha = str(m.get("sha256") or "")
+        if seen is not None and not ({sha, None} & seen.get(m["path"], set())):
+            continue
         ran = Ran.of({**m, "status": "complete"})
         if ran is not None and m["path"].endswith(".py"):
-            out.append(Module(m["path"], m["source"], ran, m.get("process") == "child", bool(m.get("main"))))
+            out.append(Module(m["path"], m["source"], ran, m.get("process") == "child", bool(m.get("main")), sha))
     return tuple(out)
+
+
+def snapshot_hashes(events) -> dict[str, set[str | None]] | None:
+    """path -> every sha256 the harness's snapshots recorded for it (created or modified) in `events`' files
+    between and during cells; None when a cell has no snapshots (the run cannot corroborate)."""
+    seen: dict[str, set[str | None]] = {}
+    for e in events:
+        if e.files is None:
+            return None
+        for c in (e.files_between or []) + (e.files or []):
+            if isinstance(c, dict) and c.get("op") in ("created", "modified") and isinstance(c.get("path"), str):
+                seen.setdefault(c["path"], set()).add(c.get("sha256"))
+    return seen
 
 
 def tampered(executed: dict[str, Any] | None) -> str | None:

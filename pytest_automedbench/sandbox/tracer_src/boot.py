@@ -66,8 +66,11 @@ def _amb_trace(body, key):
              "ISREG": stat.S_ISREG, "OPEN_FLAGS": os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK,
              "sha256": _hashlib.openssl_sha256, "b64": binascii.b2a_base64,
              "TAMPER": re.compile(_AMB_LIMITS["TAMPER"]).search,
+             "LIB": tuple({os.path.realpath(p).rstrip("/") + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                                          sys.base_exec_prefix)
+                           if not (os.path.realpath(p).rstrip("/") + "/").startswith(wsreal)}),
              "WATCHED": frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
-                                   "gc.get_referents"}),
+                                   "gc.get_referents", "sys._current_frames"}),
              "OPS": {}, "ENDS": frozenset({opcode.opmap["RETURN_VALUE"], opcode.opmap["YIELD_VALUE"]}),
              "write": os.write, "getpid": os.getpid, "SAFE_NAME": re.compile(r"^[\w<>]+$").match}
     del key
