@@ -443,3 +443,13 @@ def test_computed_attribute_names_reach_the_tracer(folders, isolation):
     r, = run_cells(folders, [(_padded(COMPUTED_NAMES), "python")])
     assert r.exit_code == 0, r.stderr
     assert r.executed["status"] == "tampered" or DEAD_LINE not in r.executed["lines"], (r.stdout, r.executed["status"])
+
+
+def test_a_librarys_own_generated_code_does_not_void_an_honest_cell(folders):
+    """torch's optimizer step builds dataclasses whose fields are named `f_globals` (exec'd text): the
+    installed package's own code, not the agent's, so the honest cell keeps its facts."""
+    cell = ("import torch\nw = torch.zeros(2, requires_grad=True)\nopt = torch.optim.Adam([w], lr=0.1)\n"
+            "(w - 1).pow(2).sum().backward()\nopt.step()\nprint('ok', w.tolist())\n")
+    r, = run_cells(folders, [(cell, "python")])
+    assert r.exit_code == 0 and r.stdout.startswith("ok"), r.stderr
+    assert r.executed["status"] == "complete" and 6 in r.executed["lines"], r.executed

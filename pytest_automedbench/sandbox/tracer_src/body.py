@@ -366,8 +366,27 @@ def library_text(name, data, LIB=LIB, WSREAL=WSREAL, READ_MAX=READ_MAX, os_open=
     return b"".join(parts) == data
 
 
-def compiled(args, tamper=TAMPER, library_text=library_text, flag=flag, type=type, bytes=bytes, str=str,
-             memoryview=memoryview, bytearray=bytearray, BaseException=BaseException):
+def by_agent(getframe=getframe, LIB=LIB, WSREAL=WSREAL, HARNESS=HARNESS, BaseException=BaseException):
+    # whether the text being compiled comes from the agent's code: the first caller outside the standard
+    # library (frozen importlib included) is the cell, a workspace file or code compiled at run time, not an
+    # installed package (a library's generated code: dataclasses in torch name fields `f_globals`) nor the
+    # guard's own sitecustomize (the replays' probe)
+    try:
+        f = getframe(3)  # 0 this, 1 compiled, 2 audit, 3 the caller of compile / exec / the import
+        while f is not None:
+            name = f.f_code.co_filename
+            if name.startswith("<frozen") or (name.startswith(LIB) and "-packages/" not in name
+                                              and not name.startswith(WSREAL)):
+                f = f.f_back
+                continue
+            return name != HARNESS and ("-packages/" not in name or name.startswith(WSREAL))
+    except BaseException:
+        pass
+    return True
+
+
+def compiled(args, tamper=TAMPER, library_text=library_text, by_agent=by_agent, flag=flag, type=type, bytes=bytes,
+             str=str, memoryview=memoryview, bytearray=bytearray, BaseException=BaseException):
     # code compiled in the process (exec, eval, compile, an import of a source file): text hidden from the
     # cell's (encoded, joined at run time) is read here, before it runs, for the words that reach the tracer
     src, name = args[0], args[1]
@@ -380,7 +399,7 @@ def compiled(args, tamper=TAMPER, library_text=library_text, flag=flag, type=typ
         return
     if type(src) is not bytes:
         return  # a syntax tree: code made by hand (docs/scoring.md, what the tracer's facts may do)
-    if tamper(src) and not library_text(name, src):
+    if tamper(src) and not library_text(name, src) and by_agent():
         flag("code compiled at run time reaches for its tracer")
 
 

@@ -65,7 +65,8 @@ def _amb_trace(body, key):
              "os_open": os.open, "os_read": os.read, "os_close": os.close, "fstat": os.fstat, "readlink": os.readlink,
              "ISREG": stat.S_ISREG, "OPEN_FLAGS": os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK,
              "sha256": _hashlib.openssl_sha256, "b64": binascii.b2a_base64,
-             "TAMPER": re.compile(_AMB_LIMITS["TAMPER"]).search,
+             "TAMPER": re.compile(_AMB_LIMITS["TAMPER"]).search, "getframe": sys._getframe,
+             "HARNESS": getattr(sys.modules.get("sitecustomize"), "__file__", None) or "\0",
              "LIB": tuple({os.path.realpath(p).rstrip("/") + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
                                                                           sys.base_exec_prefix)
                            if not (os.path.realpath(p).rstrip("/") + "/").startswith(wsreal)}),
